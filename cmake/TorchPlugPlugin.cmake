@@ -1,0 +1,41 @@
+# torchplug_add_plugin(<name> HEADER <public header> SOURCES <cpp...>
+#                      CUDA_SOURCES <cu...> TESTS <gtest cpp...>)
+#
+# Builds libtorchplug_<name>, a shared library linkable on its own (target
+# torchplug::<name>), installs its public header as torchplug/ops/<header>.
+# CUDA sources are compiled only when the CUDA kernels are enabled; the
+# GoogleTest suite only with TORCHPLUG_BUILD_TESTS.
+function(torchplug_add_plugin name)
+  cmake_parse_arguments(PLUGIN "" "HEADER" "SOURCES;CUDA_SOURCES;TESTS" ${ARGN})
+  set(_sources ${PLUGIN_SOURCES})
+  if(TORCHPLUG_CUDA)
+    list(APPEND _sources ${PLUGIN_CUDA_SOURCES})
+  endif()
+
+  set(_target torchplug_${name})
+  add_library(${_target} SHARED ${_sources})
+  add_library(torchplug::${name} ALIAS ${_target})
+  target_link_libraries(${_target} PUBLIC torchplug_core)
+  set_target_properties(${_target} PROPERTIES
+    EXPORT_NAME ${name}
+    INSTALL_RPATH "$ORIGIN")
+  if(TORCHPLUG_CUDA)
+    target_compile_definitions(${_target} PRIVATE TORCHPLUG_WITH_CUDA)
+    target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -lineinfo>)
+  endif()
+
+  # The header lives next to the kernels; consumers include it as <torchplug/ops/NAME.h>.
+  set(_include_root ${CMAKE_CURRENT_BINARY_DIR}/include)
+  configure_file(${PLUGIN_HEADER} ${_include_root}/torchplug/ops/${PLUGIN_HEADER} COPYONLY)
+  target_include_directories(${_target} PUBLIC
+    $<BUILD_INTERFACE:${_include_root}>
+    $<INSTALL_INTERFACE:include>)
+
+  install(TARGETS ${_target} EXPORT TorchPlugTargets LIBRARY DESTINATION lib)
+  install(FILES ${PLUGIN_HEADER} DESTINATION include/torchplug/ops)
+  set_property(GLOBAL APPEND PROPERTY TORCHPLUG_PLUGINS ${name})
+
+  if(TORCHPLUG_BUILD_TESTS AND PLUGIN_TESTS)
+    torchplug_add_test(test_${name} SOURCES ${PLUGIN_TESTS} LIBRARIES ${_target})
+  endif()
+endfunction()

@@ -1,0 +1,54 @@
+#pragma once
+
+// Input checks shared by every op. Each failure raises c10::Error (a Python
+// RuntimeError) whose message names the op, the argument and what was expected:
+//
+//   torchplug::scatter_sum: argument 'index' must be an int64 tensor, got Float
+//
+// Use the macros, which pass the argument's name for you:
+//
+//   TORCHPLUG_CHECK_INPUT("torchplug::add", a);   // CUDA and contiguous
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <initializer_list>
+#include <utility>
+
+namespace torchplug::core {
+
+// A tensor argument together with the name the user knows it by.
+using NamedTensor = std::pair<const char*, const at::Tensor*>;
+
+void check_cpu(const char* op, const char* arg, const at::Tensor& t);
+void check_cuda(const char* op, const char* arg, const at::Tensor& t);
+void check_contiguous(const char* op, const char* arg, const at::Tensor& t);
+void check_defined(const char* op, const char* arg, const at::Tensor& t);
+
+// All tensors on the first one's device.
+void check_same_device(const char* op, std::initializer_list<NamedTensor> tensors);
+
+void check_dtype(const char* op, const char* arg, const at::Tensor& t, at::ScalarType expected);
+void check_dtype_in(const char* op, const char* arg, const at::Tensor& t,
+                    std::initializer_list<at::ScalarType> allowed);
+void check_same_dtype(const char* op, NamedTensor a, NamedTensor b);
+
+// Index tensors are int64, as in torch.gather / scatter_add_.
+void check_index_dtype(const char* op, const char* arg, const at::Tensor& index);
+
+// Every value of `index` lies in [0, size). Reads the values, so it synchronises
+// with the device when `index` is on one; the message names the first bad value.
+void check_index_range(const char* op, const char* arg, const at::Tensor& index, int64_t size);
+
+}  // namespace torchplug::core
+
+#define TORCHPLUG_CHECK_CPU(op, x) ::torchplug::core::check_cpu(op, #x, x)
+#define TORCHPLUG_CHECK_CUDA(op, x) ::torchplug::core::check_cuda(op, #x, x)
+#define TORCHPLUG_CHECK_CONTIGUOUS(op, x) ::torchplug::core::check_contiguous(op, #x, x)
+#define TORCHPLUG_CHECK_INPUT(op, x) \
+  do {                               \
+    TORCHPLUG_CHECK_CUDA(op, x);     \
+    TORCHPLUG_CHECK_CONTIGUOUS(op, x); \
+  } while (0)
+#define TORCHPLUG_CHECK_INDEX(op, x) ::torchplug::core::check_index_dtype(op, #x, x)
+#define TORCHPLUG_ARG(x) ::torchplug::core::NamedTensor(#x, &(x))

@@ -1,0 +1,61 @@
+#pragma once
+
+// CUDA launch utilities shared by every plugin's kernels.
+//
+//   const c10::cuda::CUDAGuard guard(src.device());      // the inputs' device
+//   torchplug::core::launch(my_kernel, n, args...);       // current stream, checked
+//
+//   __global__ void my_kernel(int64_t n, ...) {
+//     TORCHPLUG_GRID_STRIDE_LOOP(i, n) { ... }             // 64-bit, any n
+//   }
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace torchplug::core {
+
+constexpr int kThreadsPerBlock = 256;
+
+// Enough blocks to fill every multiprocessor of the current device, fewer when
+// `n` items need fewer; grid-stride loops cover the rest.
+inline int64_t grid_size(int64_t n, int threads = kThreadsPerBlock) {
+  const auto* props = at::cuda::getCurrentDeviceProperties();
+  const int64_t resident = static_cast<int64_t>(props->multiProcessorCount) *
+                           (props->maxThreadsPerMultiProcessor / threads);
+  const int64_t needed = (n + threads - 1) / threads;
+  return std::max<int64_t>(1, std::min(needed, resident));
+}
+
+// Launches `kernel` over `n` items on the current stream of the current device
+// and raises if the launch failed. Does nothing for n == 0.
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, int64_t n, Args... args) {
+  if (n <= 0) return;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  kernel<<<grid_size(n), kThreadsPerBlock, 0, stream>>>(args...);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// N values of T loaded or stored as one aligned access (16 bytes for N = 16 / sizeof(T)).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vector {
+  T val[N];
+};
+
+template <typename T>
+constexpr int kVectorWidth = 16 / sizeof(T);
+
+inline bool is_aligned(const void* ptr, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(ptr) % bytes == 0;
+}
+
+}  // namespace torchplug::core
+
+// Grid-stride loop with 64-bit indices: correct for any n, on any grid size.
+#define TORCHPLUG_GRID_STRIDE_LOOP(i, n)                                                   \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)

@@ -1,0 +1,89 @@
+#include "torchplug/core/checks.h"
+
+#include <ATen/ops/aminmax.h>
+#include <c10/util/Exception.h>
+
+namespace torchplug::core {
+
+void check_defined(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
+}
+
+void check_cpu(const char* op, const char* arg, const at::Tensor& t) {
+  check_defined(op, arg, t);
+  TORCH_CHECK(t.device().is_cpu(), op, ": argument '", arg,
+              "' must be a CPU tensor, got a tensor on ", t.device());
+}
+
+void check_cuda(const char* op, const char* arg, const at::Tensor& t) {
+  check_defined(op, arg, t);
+  TORCH_CHECK(t.device().is_cuda(), op, ": argument '", arg,
+              "' must be a CUDA tensor, got a tensor on ", t.device());
+}
+
+void check_contiguous(const char* op, const char* arg, const at::Tensor& t) {
+  check_defined(op, arg, t);
+  TORCH_CHECK(t.is_contiguous(), op, ": argument '", arg, "' must be contiguous, got strides ",
+              t.strides(), " for shape ", t.sizes());
+}
+
+void check_same_device(const char* op, std::initializer_list<NamedTensor> tensors) {
+  const NamedTensor* first = nullptr;
+  for (const auto& named : tensors) {
+    check_defined(op, named.first, *named.second);
+    if (first == nullptr) {
+      first = &named;
+      continue;
+    }
+    TORCH_CHECK(named.second->device() == first->second->device(), op,
+                ": expected all tensors on one device, but argument '", first->first, "' is on ",
+                first->second->device(), " and argument '", named.first, "' is on ",
+                named.second->device());
+  }
+}
+
+void check_dtype(const char* op, const char* arg, const at::Tensor& t, at::ScalarType expected) {
+  check_defined(op, arg, t);
+  TORCH_CHECK(t.scalar_type() == expected, op, ": argument '", arg, "' must be a ", expected,
+              " tensor, got ", t.scalar_type());
+}
+
+void check_dtype_in(const char* op, const char* arg, const at::Tensor& t,
+                    std::initializer_list<at::ScalarType> allowed) {
+  check_defined(op, arg, t);
+  for (auto dtype : allowed) {
+    if (t.scalar_type() == dtype) return;
+  }
+  std::string names;
+  for (auto dtype : allowed) {
+    names += names.empty() ? "" : ", ";
+    names += c10::toString(dtype);
+  }
+  TORCH_CHECK(false, op, ": argument '", arg, "' has unsupported dtype ", t.scalar_type(),
+              "; supported: ", names);
+}
+
+void check_same_dtype(const char* op, NamedTensor a, NamedTensor b) {
+  TORCH_CHECK(a.second->scalar_type() == b.second->scalar_type(), op, ": arguments '", a.first,
+              "' and '", b.first, "' must have the same dtype, got ", a.second->scalar_type(),
+              " and ", b.second->scalar_type());
+}
+
+void check_index_dtype(const char* op, const char* arg, const at::Tensor& index) {
+  check_defined(op, arg, index);
+  TORCH_CHECK(index.scalar_type() == at::kLong, op, ": argument '", arg,
+              "' must be an int64 tensor, got ", index.scalar_type());
+}
+
+void check_index_range(const char* op, const char* arg, const at::Tensor& index, int64_t size) {
+  if (index.numel() == 0) return;
+  auto [lo, hi] = at::aminmax(index);
+  const int64_t min = lo.item<int64_t>();
+  const int64_t max = hi.item<int64_t>();
+  TORCH_CHECK_INDEX(min >= 0, op, ": argument '", arg, "' holds the negative value ", min,
+                    "; expected values in [0, ", size, ")");
+  TORCH_CHECK_INDEX(max < size, op, ": argument '", arg, "' holds the value ", max,
+                    ", out of range for size ", size, "; expected values in [0, ", size, ")");
+}
+
+}  // namespace torchplug::core

@@ -1,0 +1,183 @@
+// torchplug::scatter_sum: schemas, registry entries, C++ API, input checks,
+// the planning shared by the CPU and CUDA kernels, and the Meta kernels.
+//
+// Two ops, so that each has an honest schema for the compiler stacks:
+//   scatter_sum(src, index, dim, dim_size) -> new tensor
+//   scatter_sum_(out, src, index, dim)     -> out, accumulated in place
+
+#include "scatter.h"
+
+#include "scatter_kernel.h"
+#include "torchplug/core/broadcast.h"
+#include "torchplug/core/checks.h"
+#include "torchplug/core/registry.h"
+
+#include <ATen/OpMathType.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/aminmax.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+namespace torchplug {
+namespace scatter_detail {
+namespace {
+
+constexpr std::initializer_list<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat,
+                                                           at::kDouble, at::kInt, at::kLong};
+
+// Checks shared by every kernel, Meta included; returns dim in [0, src.dim()).
+int64_t check_args(const at::Tensor& src, const at::Tensor& index, int64_t dim) {
+  core::check_same_device(kOp, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+  core::check_dtype_in(kOp, "src", src, kDtypes);
+  TORCHPLUG_CHECK_INDEX(kOp, index);
+  TORCH_CHECK(src.dim() > 0, kOp, ": argument 'src' must have at least one dimension");
+  return core::normalize_dim(kOp, dim, src.dim());
+}
+
+void check_out(const at::Tensor& out, const at::Tensor& src, int64_t dim) {
+  core::check_same_device(kOp, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
+  core::check_same_dtype(kOp, TORCHPLUG_ARG(out), TORCHPLUG_ARG(src));
+  bool same = out.dim() == src.dim();
+  for (int64_t d = 0; same && d < src.dim(); ++d) same = d == dim || out.size(d) == src.size(d);
+  TORCH_CHECK(same, kOp, ": argument 'out' of shape ", out.sizes(), " does not match src of shape ",
+              src.sizes(), " outside dim ", dim);
+}
+
+// Fills in src, index and the sizes; `dim_size` < 0 asks for max(index) + 1.
+ScatterProblem describe(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                        int64_t dim_size) {
+  const auto expanded = core::broadcast(kOp, index, src, dim);
+  ScatterProblem problem;
+  problem.src = src.contiguous();
+  problem.index_1d = core::varies_only_along(expanded, dim);
+  problem.index = problem.index_1d
+                      ? expanded.as_strided({src.size(dim)}, {expanded.stride(dim)}).contiguous()
+                      : expanded.contiguous();
+  const auto split = core::split_at(src.sizes(), dim);
+  problem.outer = split.outer;
+  problem.E = split.size;
+  problem.inner = split.inner;
+
+  const bool on_cpu = src.device().is_cpu();
+  if (dim_size < 0 || on_cpu) {
+    int64_t min = 0, max = -1;
+    if (problem.index.numel() > 0) {
+      auto [lo, hi] = at::aminmax(problem.index);
+      min = lo.item<int64_t>();
+      max = hi.item<int64_t>();
+    }
+    if (dim_size < 0) dim_size = max + 1;
+    // CUDA kernels skip out-of-range values instead of writing out of bounds.
+    if (on_cpu) {
+      TORCH_CHECK_INDEX(min >= 0, kOp, ": argument 'index' holds the negative value ", min);
+      TORCH_CHECK_INDEX(max < dim_size, kOp, ": argument 'index' holds the value ", max,
+                        ", out of range for an output of size ", dim_size, " along dim ", dim);
+    }
+  }
+  problem.N = dim_size;
+  problem.out_sizes = core::sizes_with(src.sizes(), dim, dim_size);
+  return problem;
+}
+
+at::ScalarType acc_dtype(at::ScalarType dtype) {
+  return at::toOpMathType(dtype);
+}
+
+at::Tensor scatter_sum_meta(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                            std::optional<c10::SymInt> dim_size) {
+  dim = check_args(src, index, dim);
+  TORCH_CHECK(dim_size.has_value(), kOp,
+              ": argument 'dim_size' is required on meta and fake tensors, where the output "
+              "size cannot be read off the index values");
+  auto sizes = src.sym_sizes().vec();
+  sizes[dim] = *dim_size;
+  return at::empty_symint(sizes, src.options());
+}
+
+at::Tensor& scatter_sum_inplace_meta(at::Tensor& out, const at::Tensor& src,
+                                     const at::Tensor& index, int64_t dim) {
+  dim = check_args(src, index, dim);
+  core::check_same_dtype(kOp, TORCHPLUG_ARG(out), TORCHPLUG_ARG(src));
+  TORCH_CHECK(out.dim() == src.dim(), kOp, ": argument 'out' must have src's ", src.dim(),
+              " dimensions, got ", out.dim());
+  return out;
+}
+
+}  // namespace
+
+ScatterProblem plan(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                    std::optional<int64_t> dim_size) {
+  dim = check_args(src, index, dim);
+  TORCH_CHECK(!dim_size || *dim_size >= 0, kOp, ": argument 'dim_size' must be non-negative, got ",
+              *dim_size);
+  auto problem = describe(src, index, dim, dim_size.value_or(-1));
+  problem.acc = at::zeros(problem.out_sizes, src.options().dtype(acc_dtype(src.scalar_type())));
+  return problem;
+}
+
+ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
+                            int64_t dim) {
+  dim = check_args(src, index, dim);
+  check_out(out, src, dim);
+  auto problem = describe(src, index, dim, out.size(dim));
+  const bool direct = out.is_contiguous() && acc_dtype(out.scalar_type()) == out.scalar_type();
+  problem.acc = direct ? out
+                       : at::zeros(problem.out_sizes,
+                                   out.options().dtype(acc_dtype(out.scalar_type())));
+  return problem;
+}
+
+at::Tensor finish(const ScatterProblem& problem) {
+  return problem.acc.to(problem.src.scalar_type());
+}
+
+void finish_inplace(const ScatterProblem& problem, const at::Tensor& out) {
+  if (!problem.acc.is_same(out)) out.add_(problem.acc);
+}
+
+}  // namespace scatter_detail
+
+at::Tensor scatter_sum(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                       const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size) {
+  if (out.has_value()) {
+    const int64_t d = core::normalize_dim(scatter_detail::kOp, dim, src.dim());
+    TORCH_CHECK(!dim_size || out->dim() <= d || *dim_size == out->size(d), scatter_detail::kOp,
+                ": argument 'dim_size' (", dim_size.value_or(0), ") disagrees with out.size(", d,
+                ") (", out->dim() > d ? out->size(d) : 0, ")");
+    static auto inplace = c10::Dispatcher::singleton()
+                              .findSchemaOrThrow("torchplug::scatter_sum_", "")
+                              .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                 int64_t)>();
+    auto result = *out;
+    return inplace.call(result, src, index, dim);
+  }
+  static auto functional =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("torchplug::scatter_sum", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
+                            std::optional<c10::SymInt>)>();
+  std::optional<c10::SymInt> size;
+  if (dim_size) size = c10::SymInt(*dim_size);
+  return functional.call(src, index, dim, size);
+}
+
+}  // namespace torchplug
+
+TORCH_LIBRARY_FRAGMENT(torchplug, m) {
+  using torchplug::core::define;
+  const std::vector<c10::ScalarType> dtypes(torchplug::scatter_detail::kDtypes);
+  define(m, {"scatter_sum(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor",
+             "scatter",
+             dtypes,
+             "Sums slices of src into the output slots named by index along dim."});
+  define(m, {"scatter_sum_(Tensor(a!) out, Tensor src, Tensor index, int dim=-1) -> Tensor(a!)",
+             "scatter",
+             dtypes,
+             "In-place scatter_sum: adds the sums into out and returns it."});
+}
+
+TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
+  m.impl("scatter_sum", &torchplug::scatter_detail::scatter_sum_meta);
+  m.impl("scatter_sum_", &torchplug::scatter_detail::scatter_sum_inplace_meta);
+}

@@ -1,0 +1,43 @@
+// torchplug._C: exposes torchplug::core::Registry to Python.
+
+#include "torchplug/core/registry.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+
+namespace {
+
+py::dict to_dict(const torchplug::core::OpInfo& info) {
+  py::dict d;
+  d["name"] = info.name;
+  d["schema"] = info.schema;
+  d["plugin"] = info.plugin;
+  d["backends"] = info.backends;
+  d["differentiable"] = info.differentiable;
+  d["dtypes"] = info.dtypes;
+  d["doc"] = info.doc;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torchplug's C++ registry";
+  m.attr("__version__") = TORCHPLUG_VERSION;
+#ifdef TORCHPLUG_WITH_CUDA
+  m.attr("with_cuda") = true;
+#else
+  m.attr("with_cuda") = false;
+#endif
+  m.def(
+      "registry",
+      [] {
+        py::list ops;
+        for (const auto& info : torchplug::core::Registry::instance().ops()) ops.append(to_dict(info));
+        return ops;
+      },
+      "Every registered op, as a list of dicts (name, schema, plugin, backends, differentiable, "
+      "dtypes, doc).");
+}

@@ -1,0 +1,47 @@
+"""torchplug: PyTorch operators written in C++ and CUDA, in the style of PyG.
+
+Every op is registered with the PyTorch dispatcher, so it is callable as
+``torch.ops.torchplug.<name>`` (eager, TorchScript, ``torch.compile``) and
+through the friendly functions here::
+
+    import torchplug
+    out = torchplug.scatter(src, index, dim=0, reduce="sum")
+
+``torchplug.registry()`` lists every op with its schema, plugin and backends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ._loader import load_builtin_plugins, load_plugin
+
+load_builtin_plugins()
+
+from ._C import __version__, with_cuda  # noqa: E402
+from .functional import add, scatter, scatter_sum  # noqa: E402
+from .registry import OpInfo, registry  # noqa: E402
+
+#: Directory to put on ``CMAKE_PREFIX_PATH`` for ``find_package(TorchPlug)``.
+cmake_prefix_path: str = str(Path(__file__).resolve().parent)
+
+__all__ = [
+    "OpInfo",
+    "__version__",
+    "add",
+    "cmake_prefix_path",
+    "load_plugin",
+    "registry",
+    "scatter",
+    "scatter_sum",
+    "with_cuda",
+]
+
+
+def __getattr__(name: str):
+    """Ops loaded at run time are reachable as ``torchplug.<name>`` too."""
+    if any(info.name == name for info in registry()):
+        return getattr(torch.ops.torchplug, name)
+    raise AttributeError(f"module 'torchplug' has no attribute '{name}'")
