@@ -16,7 +16,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 namespace torchplug {
@@ -76,12 +76,7 @@ ScatterProblem describe(const at::Tensor& src, const at::Tensor& index, int64_t 
     }
   }
   problem.N = dim_size;
-  problem.out_sizes = core::sizes_with(src.sizes(), dim, dim_size);
   return problem;
-}
-
-at::ScalarType acc_dtype(at::ScalarType dtype) {
-  return at::toOpMathType(dtype);
 }
 
 at::Tensor scatter_sum_meta(const at::Tensor& src, const at::Tensor& index, int64_t dim,
@@ -110,9 +105,9 @@ ScatterProblem plan(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                     std::optional<int64_t> dim_size) {
   dim = check_args(src, index, dim);
   TORCH_CHECK(!dim_size || *dim_size >= 0, kOp, ": argument 'dim_size' must be non-negative, got ",
-              *dim_size);
+              dim_size.value_or(0));
   auto problem = describe(src, index, dim, dim_size.value_or(-1));
-  problem.acc = at::zeros(problem.out_sizes, src.options().dtype(acc_dtype(src.scalar_type())));
+  problem.out = at::empty(core::sizes_with(src.sizes(), dim, problem.N), src.options());
   return problem;
 }
 
@@ -121,19 +116,26 @@ ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const 
   dim = check_args(src, index, dim);
   check_out(out, src, dim);
   auto problem = describe(src, index, dim, out.size(dim));
-  const bool direct = out.is_contiguous() && acc_dtype(out.scalar_type()) == out.scalar_type();
-  problem.acc = direct ? out
-                       : at::zeros(problem.out_sizes,
-                                   out.options().dtype(acc_dtype(out.scalar_type())));
+  problem.out = out.contiguous();
+  problem.accumulate = true;
   return problem;
 }
 
-at::Tensor finish(const ScatterProblem& problem) {
-  return problem.acc.to(problem.src.scalar_type());
+void finish_inplace(const ScatterProblem& problem, const at::Tensor& out) {
+  if (!problem.out.is_same(out)) out.copy_(problem.out);
 }
 
-void finish_inplace(const ScatterProblem& problem, const at::Tensor& out) {
-  if (!problem.acc.is_same(out)) out.add_(problem.acc);
+at::Tensor accumulator(const ScatterProblem& problem) {
+  const auto dtype = at::toOpMathType(problem.src.scalar_type());
+  if (dtype == problem.out.scalar_type()) {
+    if (!problem.accumulate) problem.out.zero_();
+    return problem.out;
+  }
+  return problem.accumulate ? problem.out.to(dtype) : at::zeros_like(problem.out, problem.out.options().dtype(dtype));
+}
+
+void store_accumulator(const ScatterProblem& problem, const at::Tensor& acc) {
+  if (!acc.is_same(problem.out)) problem.out.copy_(acc);
 }
 
 }  // namespace scatter_detail

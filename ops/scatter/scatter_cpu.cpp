@@ -8,32 +8,84 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
+
+#include <algorithm>
 
 namespace torchplug::scatter_detail {
 namespace {
 
 // Work below this many source elements runs on one thread.
 constexpr int64_t kSerialElements = 1 << 15;
+// Destination rows are prefetched this many source rows ahead: random
+// read-modify-writes are latency bound, not bandwidth bound.
+constexpr int64_t kPrefetchRows = 8;
+// Per-thread private outputs are used while they take at most this many bytes.
+constexpr int64_t kPrivateBytes = int64_t{256} << 20;
 
-// index is one vector along dim. Each thread owns a range of output rows and
-// walks the whole index, adding only the rows it owns: every source row is read
-// by exactly one thread.
+template <typename acc_t>
+inline void prefetch_row(const acc_t* row, int64_t inner) {
+  constexpr int64_t kLine = 64 / sizeof(acc_t);
+  for (int64_t i = 0; i < inner; i += kLine) __builtin_prefetch(row + i, 1);
+}
+
+// Adds source rows [e_begin, e_end) whose index falls in [first, last) into acc.
+template <typename scalar_t, typename acc_t>
+void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc,
+              int64_t e_begin, int64_t e_end, int64_t first, int64_t last) {
+  for (int64_t o = 0; o < p.outer; ++o) {
+    const scalar_t* src_o = src + o * p.E * p.inner;
+    acc_t* acc_o = acc + o * p.N * p.inner;
+    for (int64_t e = e_begin; e < e_end; ++e) {
+      if (e + kPrefetchRows < e_end) {
+        const int64_t ahead = index[e + kPrefetchRows];
+        if (ahead >= first && ahead < last) prefetch_row(acc_o + ahead * p.inner, p.inner);
+      }
+      const int64_t row = index[e];
+      if (row < first || row >= last) continue;
+      const scalar_t* from = src_o + e * p.inner;
+      acc_t* to = acc_o + row * p.inner;
+      for (int64_t i = 0; i < p.inner; ++i) to[i] += static_cast<acc_t>(from[i]);
+    }
+  }
+}
+
+// index is one vector along dim. Two race-free schedules:
+//  - private outputs: each thread sums a slice of the source rows into its own
+//    copy of the output (thread 0 into acc), then the copies are added up. Every
+//    index entry is read once; used while the copies are small.
+//  - row ownership: each thread owns a range of output rows and walks the whole
+//    index, adding only the rows it owns.
 template <typename scalar_t, typename acc_t>
 void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc) {
-  const int64_t grain = p.outer * p.E * p.inner < kSerialElements ? p.N : 1;
-  at::parallel_for(0, p.N, grain, [&](int64_t first, int64_t last) {
-    for (int64_t o = 0; o < p.outer; ++o) {
-      const scalar_t* src_o = src + o * p.E * p.inner;
-      acc_t* acc_o = acc + o * p.N * p.inner;
-      for (int64_t e = 0; e < p.E; ++e) {
-        const int64_t row = index[e];
-        if (row < first || row >= last) continue;
-        const scalar_t* from = src_o + e * p.inner;
-        acc_t* to = acc_o + row * p.inner;
-        for (int64_t i = 0; i < p.inner; ++i) to[i] += static_cast<acc_t>(from[i]);
+  const int64_t threads = at::get_num_threads();
+  const int64_t out_numel = p.outer * p.N * p.inner;
+  if (threads == 1 || p.outer * p.E * p.inner < kSerialElements) {
+    add_rows(p, src, index, acc, 0, p.E, 0, p.N);
+    return;
+  }
+  const int64_t private_bytes = (threads - 1) * out_numel * static_cast<int64_t>(sizeof(acc_t));
+  if (private_bytes <= kPrivateBytes && p.N * 4 <= p.E) {
+    const at::Tensor copies = at::zeros({threads - 1, out_numel}, p.src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    acc_t* copy = copies.mutable_data_ptr<acc_t>();
+    const int64_t chunk = (p.E + threads - 1) / threads;
+    at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        acc_t* dst = t == 0 ? acc : copy + (t - 1) * out_numel;
+        add_rows(p, src, index, dst, std::min(p.E, t * chunk), std::min(p.E, (t + 1) * chunk), 0, p.N);
       }
-    }
+    });
+    at::parallel_for(0, out_numel, 1 << 12, [&](int64_t begin, int64_t end) {
+      for (int64_t t = 0; t < threads - 1; ++t) {
+        const acc_t* from = copy + t * out_numel;
+        for (int64_t j = begin; j < end; ++j) acc[j] += from[j];
+      }
+    });
+    return;
+  }
+  at::parallel_for(0, p.N, 1, [&](int64_t first, int64_t last) {
+    add_rows(p, src, index, acc, 0, p.E, first, last);
   });
 }
 
@@ -60,18 +112,21 @@ void scatter_columns(const ScatterProblem& p, const scalar_t* src, const int64_t
 }  // namespace
 
 void scatter_sum_kernel_cpu(const ScatterProblem& p) {
-  if (p.src.numel() == 0 || p.acc.numel() == 0) return;
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::scatter_sum", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const auto* src = p.src.const_data_ptr<scalar_t>();
-    const auto* index = p.index.const_data_ptr<int64_t>();
-    auto* acc = p.acc.mutable_data_ptr<acc_t>();
-    if (p.index_1d) {
-      scatter_rows<scalar_t, acc_t>(p, src, index, acc);
-    } else {
-      scatter_columns<scalar_t, acc_t>(p, src, index, acc);
-    }
-  });
+  const auto acc_tensor = accumulator(p);
+  if (p.src.numel() > 0 && p.out.numel() > 0) {
+    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::scatter_sum", [&] {
+      using acc_t = at::opmath_type<scalar_t>;
+      const auto* src = p.src.const_data_ptr<scalar_t>();
+      const auto* index = p.index.const_data_ptr<int64_t>();
+      auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
+      if (p.index_1d) {
+        scatter_rows<scalar_t, acc_t>(p, src, index, acc);
+      } else {
+        scatter_columns<scalar_t, acc_t>(p, src, index, acc);
+      }
+    });
+  }
+  store_accumulator(p, acc_tensor);
 }
 
 namespace {
@@ -83,7 +138,7 @@ at::Tensor scatter_sum_cpu(const at::Tensor& src, const at::Tensor& index, int64
   const auto problem = plan(src, index, dim, size);
   TORCHPLUG_CHECK_CPU(kOp, src);
   scatter_sum_kernel_cpu(problem);
-  return finish(problem);
+  return problem.out;
 }
 
 at::Tensor& scatter_sum_inplace_cpu(at::Tensor& out, const at::Tensor& src, const at::Tensor& index,

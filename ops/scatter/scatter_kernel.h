@@ -6,35 +6,37 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
-#include <vector>
 
 namespace torchplug::scatter_detail {
 
 inline constexpr const char* kOp = "torchplug::scatter_sum";
 
-// src viewed as [outer, E, inner] summed into acc viewed as [outer, N, inner].
+// src viewed as [outer, E, inner] summed into out viewed as [outer, N, inner].
+// A kernel leaves out = (accumulate ? out : 0) + scatter_sum(src).
 struct ScatterProblem {
   at::Tensor src;    // contiguous
   at::Tensor index;  // contiguous int64: [E] when index_1d, else src's shape
   bool index_1d = true;
   int64_t outer = 1, E = 0, inner = 1, N = 0;
-  // Contiguous accumulator in src's math dtype (float for float16/bfloat16):
-  // either the output itself or a zeroed temporary that finish_*() folds in.
-  at::Tensor acc;
-  std::vector<int64_t> out_sizes;
+  at::Tensor out;    // contiguous, src's dtype: the result, or a stand-in for a strided out=
+  bool accumulate = false;  // out holds values to add to; else its contents are garbage
 };
 
-// Validates the arguments, broadcasts the index and allocates the accumulator.
+// Validates the arguments, broadcasts the index and allocates the output.
 // On CPU also checks every index value against the output size.
 ScatterProblem plan(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                     std::optional<int64_t> dim_size);
 ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
                             int64_t dim);
-
-// The result of scatter_sum, from a problem planned by plan().
-at::Tensor finish(const ScatterProblem& problem);
-// Folds the accumulator into `out`, when it is not `out` already.
+// Writes the result into the caller's `out` when the kernel worked on a stand-in.
 void finish_inplace(const ScatterProblem& problem, const at::Tensor& out);
+
+// For kernels that accumulate with atomics or in place: a zeroed (or, when
+// accumulating, pre-filled) buffer in src's math dtype, float for float16 and
+// bfloat16; problem.out itself when that dtype is src's.
+at::Tensor accumulator(const ScatterProblem& problem);
+// Folds an accumulator() back into problem.out (a no-op when it is problem.out).
+void store_accumulator(const ScatterProblem& problem, const at::Tensor& acc);
 
 void scatter_sum_kernel_cpu(const ScatterProblem& problem);
 void scatter_sum_kernel_cuda(const ScatterProblem& problem);
