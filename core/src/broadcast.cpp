@@ -13,23 +13,25 @@ int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim) {
 }
 
 at::Tensor broadcast(const char* op, const at::Tensor& index, const at::Tensor& src, int64_t dim) {
+  // Symbolic sizes throughout: this runs under torch.compile with dynamic shapes.
   const int64_t ndim = src.dim();
   TORCH_CHECK(ndim > 0, op, ": argument 'src' must have at least one dimension");
-  TORCH_CHECK(index.dim() <= ndim, op, ": argument 'index' has ",
-              index.dim(), " dimensions, more than src's ", ndim);
+  TORCH_CHECK(index.dim() <= ndim, op, ": argument 'index' has ", index.dim(),
+              " dimensions, more than src's ", ndim);
   at::Tensor view = index;
   if (view.dim() <= 1 && ndim > 1) {
-    std::vector<int64_t> shape(dim + 1, 1);
-    shape[dim] = index.numel();
-    view = view.view(shape);
+    std::vector<c10::SymInt> shape(dim + 1, 1);
+    shape[dim] = index.sym_numel();
+    view = view.view_symint(shape);
   }
   while (view.dim() < ndim) view = view.unsqueeze(-1);
   for (int64_t d = 0; d < ndim; ++d) {
-    TORCH_CHECK(view.size(d) == src.size(d) || view.size(d) == 1, op, ": argument 'index' of shape ",
-                index.sizes(), " cannot be broadcast to src of shape ", src.sizes(), " along dim ",
-                dim, " (size ", view.size(d), " against ", src.size(d), " at dimension ", d, ")");
+    TORCH_CHECK(view.sym_size(d) == src.sym_size(d) || view.sym_size(d) == 1, op,
+                ": argument 'index' of shape ", index.sym_sizes(), " cannot be broadcast to src of shape ",
+                src.sym_sizes(), " along dim ", dim, " (size ", view.sym_size(d), " against ",
+                src.sym_size(d), " at dimension ", d, ")");
   }
-  return view.expand(src.sizes());
+  return view.expand_symint(src.sym_sizes());
 }
 
 bool varies_only_along(const at::Tensor& broadcast_index, int64_t dim) {

@@ -21,23 +21,41 @@ __device__ __forceinline__ scalar_t add_one(scalar_t x, scalar_t y) {
   return static_cast<scalar_t>(static_cast<opmath_t>(x) + static_cast<opmath_t>(y));
 }
 
+// Each thread keeps kUnroll vector loads of a and of b in flight at once.
+constexpr int kUnroll = 4;
+
 template <typename scalar_t>
 __global__ void add_vectorized_kernel(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
                                       scalar_t* __restrict__ out, int64_t n) {
   constexpr int kWidth = core::kVectorWidth<scalar_t>;
   using vec_t = core::Vector<scalar_t, kWidth>;
   const int64_t vectors = n / kWidth;
-  TORCHPLUG_GRID_STRIDE_LOOP(v, vectors) {
-    const vec_t x = reinterpret_cast<const vec_t*>(a)[v];
-    const vec_t y = reinterpret_cast<const vec_t*>(b)[v];
-    vec_t z;
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; base < vectors;
+       base += stride * kUnroll) {
+    vec_t x[kUnroll], y[kUnroll];
 #pragma unroll
-    for (int k = 0; k < kWidth; ++k) z.val[k] = add_one(x.val[k], y.val[k]);
-    reinterpret_cast<vec_t*>(out)[v] = z;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + u * stride;
+      if (v < vectors) {
+        x[u] = reinterpret_cast<const vec_t*>(a)[v];
+        y[u] = reinterpret_cast<const vec_t*>(b)[v];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + u * stride;
+      if (v < vectors) {
+        vec_t z;
+#pragma unroll
+        for (int k = 0; k < kWidth; ++k) z.val[k] = add_one(x[u].val[k], y[u].val[k]);
+        reinterpret_cast<vec_t*>(out)[v] = z;
+      }
+    }
   }
   // The last n % kWidth elements, one per thread of the first block.
-  const int64_t tail = vectors * kWidth + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (tail < n && blockIdx.x == 0) out[tail] = add_one(a[tail], b[tail]);
+  const int64_t tail = vectors * kWidth + threadIdx.x;
+  if (blockIdx.x == 0 && tail < n) out[tail] = add_one(a[tail], b[tail]);
 }
 
 constexpr int kMaxDims = 12;
@@ -90,7 +108,9 @@ void launch_strided(const AddOperands& operands) {
 }  // namespace
 
 void add_kernel_cuda(const AddOperands& operands) {
-  const auto& [a, b, out] = operands;
+  const auto& a = operands.a;
+  const auto& b = operands.b;
+  const auto& out = operands.out;
   const int64_t n = out.numel();
   if (n == 0) return;
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "torchplug::add", [&] {
@@ -98,8 +118,9 @@ void add_kernel_cuda(const AddOperands& operands) {
                       b.is_contiguous() && out.is_contiguous();
     if (flat && core::is_aligned(a.const_data_ptr(), 16) && core::is_aligned(b.const_data_ptr(), 16) &&
         core::is_aligned(out.data_ptr(), 16)) {
-      const int64_t vectors = std::max<int64_t>(1, n / core::kVectorWidth<scalar_t>);
-      core::launch(add_vectorized_kernel<scalar_t>, vectors, a.const_data_ptr<scalar_t>(),
+      const int64_t vectors = n / core::kVectorWidth<scalar_t>;
+      const int64_t items = std::max<int64_t>(1, (vectors + kUnroll - 1) / kUnroll);
+      core::launch(add_vectorized_kernel<scalar_t>, items, a.const_data_ptr<scalar_t>(),
                    b.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), n);
     } else {
       launch_strided<scalar_t>(operands);

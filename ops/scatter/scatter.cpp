@@ -39,9 +39,11 @@ void check_out(const at::Tensor& out, const at::Tensor& src, int64_t dim) {
   core::check_same_device(kOp, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
   core::check_same_dtype(kOp, TORCHPLUG_ARG(out), TORCHPLUG_ARG(src));
   bool same = out.dim() == src.dim();
-  for (int64_t d = 0; same && d < src.dim(); ++d) same = d == dim || out.size(d) == src.size(d);
-  TORCH_CHECK(same, kOp, ": argument 'out' of shape ", out.sizes(), " does not match src of shape ",
-              src.sizes(), " outside dim ", dim);
+  for (int64_t d = 0; same && d < src.dim(); ++d) {
+    same = d == dim || out.sym_size(d) == src.sym_size(d);
+  }
+  TORCH_CHECK(same, kOp, ": argument 'out' of shape ", out.sym_sizes(),
+              " does not match src of shape ", src.sym_sizes(), " outside dim ", dim);
 }
 
 // Fills in src, index and the sizes; `dim_size` < 0 asks for max(index) + 1.
@@ -82,21 +84,21 @@ ScatterProblem describe(const at::Tensor& src, const at::Tensor& index, int64_t 
 at::Tensor scatter_sum_meta(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                             std::optional<c10::SymInt> dim_size) {
   dim = check_args(src, index, dim);
+  core::broadcast(kOp, index, src, dim);
   TORCH_CHECK(dim_size.has_value(), kOp,
               ": argument 'dim_size' is required on meta and fake tensors, where the output "
               "size cannot be read off the index values");
+  TORCH_CHECK(*dim_size >= 0, kOp, ": argument 'dim_size' must be non-negative, got ", *dim_size);
   auto sizes = src.sym_sizes().vec();
   sizes[dim] = *dim_size;
   return at::empty_symint(sizes, src.options());
 }
 
-at::Tensor& scatter_sum_inplace_meta(at::Tensor& out, const at::Tensor& src,
-                                     const at::Tensor& index, int64_t dim) {
+void scatter_sum_inplace_meta(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
+                              int64_t dim) {
   dim = check_args(src, index, dim);
-  core::check_same_dtype(kOp, TORCHPLUG_ARG(out), TORCHPLUG_ARG(src));
-  TORCH_CHECK(out.dim() == src.dim(), kOp, ": argument 'out' must have src's ", src.dim(),
-              " dimensions, got ", out.dim());
-  return out;
+  core::broadcast(kOp, index, src, dim);
+  check_out(out, src, dim);
 }
 
 }  // namespace
@@ -147,12 +149,12 @@ at::Tensor scatter_sum(const at::Tensor& src, const at::Tensor& index, int64_t d
     TORCH_CHECK(!dim_size || out->dim() <= d || *dim_size == out->size(d), scatter_detail::kOp,
                 ": argument 'dim_size' (", dim_size.value_or(0), ") disagrees with out.size(", d,
                 ") (", out->dim() > d ? out->size(d) : 0, ")");
-    static auto inplace = c10::Dispatcher::singleton()
-                              .findSchemaOrThrow("torchplug::scatter_sum_", "")
-                              .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                 int64_t)>();
-    auto result = *out;
-    return inplace.call(result, src, index, dim);
+    static auto inplace =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("torchplug::scatter_sum_", "")
+            .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>();
+    inplace.call(*out, src, index, dim);
+    return *out;
   }
   static auto functional =
       c10::Dispatcher::singleton()
@@ -173,10 +175,10 @@ TORCH_LIBRARY_FRAGMENT(torchplug, m) {
              "scatter",
              dtypes,
              "Sums slices of src into the output slots named by index along dim."});
-  define(m, {"scatter_sum_(Tensor(a!) out, Tensor src, Tensor index, int dim=-1) -> Tensor(a!)",
+  define(m, {"scatter_sum_(Tensor(a!) out, Tensor src, Tensor index, int dim=-1) -> ()",
              "scatter",
              dtypes,
-             "In-place scatter_sum: adds the sums into out and returns it."});
+             "In-place scatter_sum: adds the sums into out."});
 }
 
 TORCH_LIBRARY_IMPL(torchplug, Meta, m) {

@@ -58,10 +58,10 @@ class ScatterSumInplaceFunction : public torch::autograd::Function<ScatterSumInp
     ctx->save_for_backward({expanded_index(ctx, src, index, dim)});
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
-      static auto op = c10::Dispatcher::singleton()
-                           .findSchemaOrThrow("torchplug::scatter_sum_", "")
-                           .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                              int64_t)>();
+      static auto op =
+          c10::Dispatcher::singleton()
+              .findSchemaOrThrow("torchplug::scatter_sum_", "")
+              .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>();
       op.call(out, src, index, dim);
     }
     ctx->mark_dirty({out});
@@ -79,10 +79,17 @@ at::Tensor scatter_sum_autograd(const at::Tensor& src, const at::Tensor& index, 
   return ScatterSumFunction::apply(src, index, dim, std::move(dim_size));
 }
 
-at::Tensor& scatter_sum_inplace_autograd(at::Tensor& out, const at::Tensor& src,
-                                         const at::Tensor& index, int64_t dim) {
+// Refused before anything is written, as PyTorch's own in-place ops do.
+void check_writable(const at::Tensor& out) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && out.requires_grad() && out.is_leaf()), kOp,
+              ": argument 'out' is a leaf tensor that requires grad and cannot be written in place");
+}
+
+void scatter_sum_inplace_autograd(const at::Tensor& out, const at::Tensor& src,
+                                  const at::Tensor& index, int64_t dim) {
+  check_writable(out);
+  // The returned tensor is out itself; mark_dirty has already rebased its history.
   ScatterSumInplaceFunction::apply(out, src, index, dim);
-  return out;
 }
 
 }  // namespace

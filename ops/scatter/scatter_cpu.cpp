@@ -141,13 +141,12 @@ at::Tensor scatter_sum_cpu(const at::Tensor& src, const at::Tensor& index, int64
   return problem.out;
 }
 
-at::Tensor& scatter_sum_inplace_cpu(at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
-                                    int64_t dim) {
+void scatter_sum_inplace_cpu(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
+                             int64_t dim) {
   const auto problem = plan_inplace(out, src, index, dim);
   TORCHPLUG_CHECK_CPU(kOp, src);
   scatter_sum_kernel_cpu(problem);
   finish_inplace(problem, out);
-  return out;
 }
 
 }  // namespace

@@ -2,19 +2,21 @@
 // skipped by every kernel: a bad index never writes out of bounds.
 //
 // Which kernel runs:
-//   1-D index, inner > 1, index mostly sorted -> row runs: a thread walks
-//       kRowsPerThread consecutive rows of one column vector, adds while the
-//       row's index repeats and issues one (vector) atomic per run.
-//   1-D index, inner > 1, otherwise -> segments: a counting sort of the index
-//       (counts, prefix sum, permutation) turns the scatter into a segmented
-//       gather: each output row is read from its sources and written once. No
-//       atomics on the output, no zero fill, no read-modify-write of rows the
-//       L2 cannot hold; extra memory is O(E + N), never O(E x F).
+//   1-D index, inner > 1 -> one pass over the index counts each output row's
+//       sources and notes whether the index is sorted (nobody has to say so).
+//       A prefix sum gives each row its range of sources (CSR). Unsorted
+//       indices get a permutation listing each row's sources (a counting sort);
+//       sorted ones need none.
+//         - segments: one thread per (row, column vector) sums its row's sources
+//           and writes the row once: no atomics, no zero fill, no read-modify-
+//           write of rows the L2 cannot hold. Extra memory O(E + N), never O(E x F).
+//         - row runs, when some row has more than kMaxSegment sources (skewed
+//           degrees would serialise on one thread): threads take equal slices
+//           of the sorted order, add while the row repeats and issue one
+//           (vector) atomic per run.
 //   inner == 1, or an index of src's shape -> warp runs: 32 consecutive
 //       elements per warp; runs of equal slots are found with a ballot, summed
 //       with a segmented shuffle scan and added with one atomic each.
-// Sortedness is judged from a sample of adjacent index pairs, so nobody has to
-// say the index is sorted; a wrong guess costs speed, never correctness.
 
 #include "scatter_kernel.h"
 
@@ -26,8 +28,11 @@
 #include <ATen/OpMathType.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/amax.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
+
+#include <limits>
 
 namespace torchplug::scatter_detail {
 namespace {
@@ -35,7 +40,8 @@ namespace {
 using core::Vector;
 
 constexpr int kRowsPerThread = 16;
-constexpr int kSortSamples = 4096;
+// A row with more sources than this goes to the row-runs kernel.
+constexpr int64_t kMaxSegment = 1024;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 template <typename T, int V>
@@ -47,45 +53,71 @@ __device__ __forceinline__ void load_as(const T* ptr, at::opmath_type<T> (&value
 
 // ---- warp runs ---------------------------------------------------------------
 
-template <typename scalar_t, typename acc_t, bool kIndex1d>
+// Adds `value` into acc[slot] once per run of equal slots across the warp.
+template <typename acc_t>
+__device__ __forceinline__ void warp_run_add(acc_t* acc, int64_t slot, acc_t value, bool valid,
+                                             int lane) {
+  const int64_t prev_slot = __shfl_up_sync(kFullMask, slot, 1);
+  const bool head = lane == 0 || prev_slot != slot;
+  const unsigned heads = __ballot_sync(kFullMask, head);
+  const int run_start = 31 - __clz(heads & (kFullMask >> (31 - lane)));
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const acc_t other = __shfl_up_sync(kFullMask, value, offset);
+    if (lane - offset >= run_start) value += other;
+  }
+  const bool tail = lane == 31 || ((heads >> (lane + 1)) & 1u);
+  if (valid && tail && slot >= 0) core::atomic_add(acc + slot, value);
+}
+
+// kFlat: outer == inner == 1, so element i lands in slot index[i]. Otherwise
+// i = (o * E + e) * inner + f lands in slot (o * N + row) * inner + f, with
+// row = index[e] (kIndex1d) or index[i].
+template <typename scalar_t, typename acc_t, bool kIndex1d, bool kFlat>
 __global__ void scatter_warp_runs_kernel(const scalar_t* __restrict__ src,
                                          const int64_t* __restrict__ index, acc_t* __restrict__ acc,
                                          int64_t E, int64_t inner, int64_t N, int64_t numel) {
+  constexpr int kUnroll = 4;
   const int lane = threadIdx.x % 32;
   const int64_t warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) / 32;
   const int64_t first_warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  for (int64_t w = first_warp; w * 32 < numel; w += warps) {
-    const int64_t i = w * 32 + lane;
-    const bool valid = i < numel;
-    int64_t slot = -1;
-    acc_t value = 0;
-    if (valid) {
-      // i = (o * E + e) * inner + f lands in slot (o * N + index) * inner + f.
-      const int64_t f = inner == 1 ? 0 : i % inner;
-      const int64_t oe = inner == 1 ? i : i / inner;
-      const int64_t row = kIndex1d ? index[oe % E] : index[i];
-      if (row >= 0 && row < N) slot = (oe / E * N + row) * inner + f;
-      value = static_cast<acc_t>(src[i]);
-    }
-    const int64_t prev_slot = __shfl_up_sync(kFullMask, slot, 1);
-    const bool head = lane == 0 || prev_slot != slot;
-    const unsigned heads = __ballot_sync(kFullMask, head);
-    const int run_start = 31 - __clz(heads & (kFullMask >> (31 - lane)));
+  for (int64_t w = first_warp * kUnroll; w * 32 < numel; w += warps * kUnroll) {
+    int64_t slot[kUnroll];
+    acc_t value[kUnroll];
 #pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const acc_t other = __shfl_up_sync(kFullMask, value, offset);
-      if (lane - offset >= run_start) value += other;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = (w + u) * 32 + lane;
+      slot[u] = -1;
+      value[u] = 0;
+      if (i < numel) {
+        int64_t row, base = 0, f = 0;
+        if constexpr (kFlat) {
+          row = index[i];
+        } else {
+          f = i % inner;
+          const int64_t oe = i / inner;
+          row = kIndex1d ? index[oe % E] : index[i];
+          base = oe / E * N;
+        }
+        if (row >= 0 && row < N) slot[u] = (base + row) * inner + f;
+        value[u] = static_cast<acc_t>(src[i]);
+      }
     }
-    const bool tail = lane == 31 || ((heads >> (lane + 1)) & 1u);
-    if (valid && tail && slot >= 0) core::atomic_add(acc + slot, value);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      warp_run_add(acc, slot[u], value[u], (w + u) * 32 + lane < numel, lane);
+    }
   }
 }
 
 // ---- row runs ----------------------------------------------------------------
 
-template <typename scalar_t, typename acc_t, int V>
+// Thread (o, chunk, v) takes kRowsPerThread consecutive positions k of the
+// sorted order (source perm[k], or k itself without a permutation).
+template <typename scalar_t, typename acc_t, int V, typename offset_t>
 __global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
-                                        const int64_t* __restrict__ index, acc_t* __restrict__ acc,
+                                        const int64_t* __restrict__ index,
+                                        const offset_t* __restrict__ perm, acc_t* __restrict__ acc,
                                         int64_t E, int64_t inner, int64_t N, int64_t chunks,
                                         int64_t items) {
   const int64_t vectors = inner / V;
@@ -93,14 +125,15 @@ __global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
     const int64_t v = t % vectors;
     const int64_t chunk = (t / vectors) % chunks;
     const int64_t o = t / vectors / chunks;
-    const int64_t e_begin = chunk * kRowsPerThread;
-    const int64_t e_end = min(e_begin + kRowsPerThread, E);
+    const int64_t k_begin = chunk * kRowsPerThread;
+    const int64_t k_end = min(k_begin + kRowsPerThread, E);
     const scalar_t* column = src + o * E * inner + v * V;
     acc_t* out_column = acc + o * N * inner + v * V;
 
     int64_t row = -1;
     acc_t sum[V];
-    for (int64_t e = e_begin; e < e_end; ++e) {
+    for (int64_t k = k_begin; k < k_end; ++k) {
+      const int64_t e = perm ? static_cast<int64_t>(perm[k]) : k;
       const int64_t next = index[e];
       acc_t value[V];
       load_as<scalar_t, V>(column + e * inner, value);
@@ -108,10 +141,10 @@ __global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
         if (row >= 0 && row < N) core::atomic_add_vector(out_column + row * inner, sum);
         row = next;
 #pragma unroll
-        for (int k = 0; k < V; ++k) sum[k] = value[k];
+        for (int j = 0; j < V; ++j) sum[j] = value[j];
       } else {
 #pragma unroll
-        for (int k = 0; k < V; ++k) sum[k] += value[k];
+        for (int j = 0; j < V; ++j) sum[j] += value[j];
       }
     }
     if (row >= 0 && row < N) core::atomic_add_vector(out_column + row * inner, sum);
@@ -120,32 +153,50 @@ __global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
 
 // ---- segments ----------------------------------------------------------------
 
-// counts[row + 1] = how many entries of index name row.
+// counts[row + 1] = how many entries of index name row, one atomic per run of
+// equal rows in a warp; *unsorted = 1 if some index[e] > index[e + 1].
+template <typename offset_t>
 __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
-                                  int64_t* __restrict__ counts) {
-  TORCHPLUG_GRID_STRIDE_LOOP(e, E) {
-    const int64_t row = index[e];
-    if (row >= 0 && row < N) core::atomic_add<int64_t>(counts + row + 1, 1);
+                                  offset_t* __restrict__ counts, offset_t* __restrict__ unsorted) {
+  const int lane = threadIdx.x % 32;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x; base < E; base += stride) {
+    const int64_t e = base + threadIdx.x;
+    const int64_t row = e < E ? index[e] : -1;
+    int64_t next = __shfl_down_sync(kFullMask, row, 1);
+    if (lane == 31 && e + 1 < E) next = index[e + 1];
+    const bool descent = e + 1 < E && row > next;
+    if (__any_sync(kFullMask, descent) && lane == 0 &&
+        *reinterpret_cast<volatile offset_t*>(unsorted) == 0) {
+      *unsorted = 1;
+    }
+    const bool counted = row >= 0 && row < N;
+    const int64_t prev = __shfl_up_sync(kFullMask, row, 1);
+    const bool head = lane == 0 || prev != row;
+    const unsigned heads = __ballot_sync(kFullMask, head);
+    const unsigned later_heads = lane == 31 ? 0u : heads >> (lane + 1);
+    const int run = later_heads ? __ffs(later_heads) : 32 - lane;
+    if (head && counted) core::atomic_add(counts + row + 1, static_cast<offset_t>(run));
   }
 }
 
 // perm[rowptr[row] ...] = the entries naming row, in arbitrary order.
+template <typename offset_t>
 __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
-                                 int64_t* __restrict__ cursor, int64_t* __restrict__ perm) {
+                                 offset_t* __restrict__ cursor, offset_t* __restrict__ perm) {
   TORCHPLUG_GRID_STRIDE_LOOP(e, E) {
     const int64_t row = index[e];
-    if (row >= 0 && row < N) {
-      const auto slot = atomicAdd(reinterpret_cast<unsigned long long*>(cursor + row), 1ull);
-      perm[slot] = e;
-    }
+    if (row >= 0 && row < N) perm[core::fetch_add(cursor + row, offset_t{1})] = static_cast<offset_t>(e);
   }
 }
 
-// One thread per (outer, row, column vector): sums the row's sources, writes once.
-template <typename scalar_t, int V>
+// One thread per (outer, row, column vector): sums the row's sources (perm[k],
+// or k itself without a permutation, for k in rowptr[row] .. rowptr[row + 1])
+// and writes the row once.
+template <typename scalar_t, int V, typename offset_t>
 __global__ void segment_sum_kernel(const scalar_t* __restrict__ src,
-                                   const int64_t* __restrict__ rowptr,
-                                   const int64_t* __restrict__ perm, scalar_t* __restrict__ out,
+                                   const offset_t* __restrict__ rowptr,
+                                   const offset_t* __restrict__ perm, scalar_t* __restrict__ out,
                                    int64_t E, int64_t inner, int64_t N, int64_t items,
                                    bool accumulate) {
   using acc_t = at::opmath_type<scalar_t>;
@@ -163,12 +214,12 @@ __global__ void segment_sum_kernel(const scalar_t* __restrict__ src,
     int64_t k = rowptr[row];
     const int64_t end = rowptr[row + 1];
     for (; k + kUnroll <= end; k += kUnroll) {
-      int64_t e[kUnroll];
       acc_t value[kUnroll][V];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) e[u] = perm[k + u];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) load_as<scalar_t, V>(column + e[u] * inner, value[u]);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t e = perm ? static_cast<int64_t>(perm[k + u]) : k + u;
+        load_as<scalar_t, V>(column + e * inner, value[u]);
+      }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
@@ -177,7 +228,7 @@ __global__ void segment_sum_kernel(const scalar_t* __restrict__ src,
     }
     for (; k < end; ++k) {
       acc_t value[V];
-      load_as<scalar_t, V>(column + perm[k] * inner, value);
+      load_as<scalar_t, V>(column + (perm ? static_cast<int64_t>(perm[k]) : k) * inner, value);
 #pragma unroll
       for (int j = 0; j < V; ++j) sum[j] += value[j];
     }
@@ -186,25 +237,6 @@ __global__ void segment_sum_kernel(const scalar_t* __restrict__ src,
     for (int j = 0; j < V; ++j) result.val[j] = static_cast<scalar_t>(sum[j]);
     *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
   }
-}
-
-// Counts index pairs (index[e], index[e + 1]) that decrease, over a sample.
-__global__ void count_descents_kernel(const int64_t* __restrict__ index, int64_t E, int samples,
-                                      int* __restrict__ descents) {
-  TORCHPLUG_GRID_STRIDE_LOOP(s, samples) {
-    const int64_t e = s * (E - 1) / samples;
-    if (index[e] > index[e + 1]) atomicAdd(descents, 1);
-  }
-}
-
-bool mostly_sorted(const at::Tensor& index) {
-  const int64_t E = index.numel();
-  if (E < 2) return true;
-  const int samples = static_cast<int>(std::min<int64_t>(E - 1, kSortSamples));
-  auto descents = at::zeros({1}, index.options().dtype(at::kInt));
-  core::launch(count_descents_kernel, samples, index.const_data_ptr<int64_t>(), E, samples,
-               descents.mutable_data_ptr<int>());
-  return descents.item<int>() * 64 <= samples;
 }
 
 // ---- dispatch ----------------------------------------------------------------
@@ -226,57 +258,101 @@ void with_width(int width, Body body) {
   ((width == Widths ? (body(std::integral_constant<int, Widths>{}), true) : false) || ...);
 }
 
-template <typename scalar_t>
-void segment_sum(const ScatterProblem& p) {
-  const auto long_options = p.index.options();
-  auto counts = at::zeros({p.N + 1}, long_options);
-  core::launch(count_rows_kernel, p.E, p.index.const_data_ptr<int64_t>(), p.E, p.N,
-               counts.mutable_data_ptr<int64_t>());
-  const auto rowptr = at::cumsum(counts, 0);
-  auto cursor = rowptr.narrow(0, 0, p.N).clone();
-  auto perm = at::empty({p.E}, long_options);
-  core::launch(fill_perm_kernel, p.E, p.index.const_data_ptr<int64_t>(), p.E, p.N,
-               cursor.mutable_data_ptr<int64_t>(), perm.mutable_data_ptr<int64_t>());
-
-  const auto* src = p.src.const_data_ptr<scalar_t>();
-  auto* out = p.out.mutable_data_ptr<scalar_t>();
-  const int width = vector_width<scalar_t>(p.inner, {src, out});
+// Launches kernel<V> with the widest V (16 bytes at most) that divides inner
+// and keeps every pointer aligned.
+template <typename scalar_t, typename Launch>
+void with_vector_width(int64_t inner, std::initializer_list<const void*> pointers, Launch launch) {
+  const int width = vector_width<scalar_t>(inner, pointers);
   with_width<16, 8, 4, 2, 1>(width, [&](auto w) {
     constexpr int V = decltype(w)::value;
-    if constexpr (V <= core::kVectorWidth<scalar_t>) {
-      const int64_t items = p.outer * p.N * (p.inner / V);
-      core::launch(segment_sum_kernel<scalar_t, V>, items, src, rowptr.const_data_ptr<int64_t>(),
-                   perm.const_data_ptr<int64_t>(), out, p.E, p.inner, p.N, items, p.accumulate);
+    if constexpr (V <= core::kVectorWidth<scalar_t>) launch(w);
+  });
+}
+
+template <typename scalar_t, typename offset_t>
+void row_runs(const ScatterProblem& p, const offset_t* perm) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const auto acc_tensor = accumulator(p);
+  const auto* src = p.src.const_data_ptr<scalar_t>();
+  auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
+  const int64_t chunks = (p.E + kRowsPerThread - 1) / kRowsPerThread;
+  // Float accumulators take 16-byte vector atomics, which need 16-byte alignment.
+  const int64_t acc_alignment = core::is_aligned(acc, 16) ? 16 : sizeof(acc_t);
+  with_vector_width<scalar_t>(p.inner, {src}, [&](auto w) {
+    constexpr int V = decltype(w)::value;
+    if (V * sizeof(acc_t) > acc_alignment && V > 1) {
+      const int64_t items = p.outer * chunks * p.inner;
+      core::launch(scatter_row_runs_kernel<scalar_t, acc_t, 1, offset_t>, items, src,
+                   p.index.const_data_ptr<int64_t>(), perm, acc, p.E, p.inner, p.N, chunks, items);
+    } else {
+      const int64_t items = p.outer * chunks * (p.inner / V);
+      core::launch(scatter_row_runs_kernel<scalar_t, acc_t, V, offset_t>, items, src,
+                   p.index.const_data_ptr<int64_t>(), perm, acc, p.E, p.inner, p.N, chunks, items);
     }
+  });
+  store_accumulator(p, acc_tensor);
+}
+
+// 1-D index, inner > 1: CSR of the index, then segments or row runs. Offsets
+// are 32-bit while E allows: half the bytes and faster atomics.
+template <typename scalar_t, typename offset_t>
+void csr_sum(const ScatterProblem& p) {
+  const auto* index = p.index.const_data_ptr<int64_t>();
+  const at::TensorOptions offset_options = p.index.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
+  // [counts (N + 1) | unsorted flag | largest count]
+  at::Tensor stats = at::zeros({p.N + 3}, offset_options);
+  at::Tensor counts = stats.narrow(0, 0, p.N + 1);
+  auto* stats_ptr = stats.mutable_data_ptr<offset_t>();
+  core::launch(count_rows_kernel<offset_t>, p.E, index, p.E, p.N, stats_ptr, stats_ptr + p.N + 1);
+  const at::Tensor rowptr = at::cumsum(counts, 0, counts.scalar_type());
+  at::Tensor largest = stats.narrow(0, p.N + 2, 1);
+  at::amax_out(largest, counts, {0}, /*keepdim=*/true);
+  // One synchronisation for both facts the choice of kernel needs.
+  const at::Tensor facts = stats.narrow(0, p.N + 1, 2).cpu();
+  const bool sorted = facts.const_data_ptr<offset_t>()[0] == 0;
+  const int64_t max_degree = facts.const_data_ptr<offset_t>()[1];
+
+  at::Tensor perm;
+  if (!sorted) {
+    at::Tensor cursor = rowptr.narrow(0, 0, p.N).clone();
+    perm = at::empty({p.E}, offset_options);
+    core::launch(fill_perm_kernel<offset_t>, p.E, index, p.E, p.N,
+                 cursor.mutable_data_ptr<offset_t>(), perm.mutable_data_ptr<offset_t>());
+  }
+  const offset_t* perm_ptr = sorted ? nullptr : perm.const_data_ptr<offset_t>();
+  if (max_degree > kMaxSegment) {
+    row_runs<scalar_t, offset_t>(p, perm_ptr);
+    return;
+  }
+  const auto* src = p.src.const_data_ptr<scalar_t>();
+  auto* out = p.out.mutable_data_ptr<scalar_t>();
+  with_vector_width<scalar_t>(p.inner, {src, out}, [&](auto w) {
+    constexpr int V = decltype(w)::value;
+    const int64_t items = p.outer * p.N * (p.inner / V);
+    core::launch(segment_sum_kernel<scalar_t, V, offset_t>, items, src,
+                 rowptr.const_data_ptr<offset_t>(), perm_ptr, out, p.E, p.inner, p.N, items,
+                 p.accumulate);
   });
 }
 
 template <typename scalar_t>
-void atomic_sum(const ScatterProblem& p, bool row_runs) {
+void warp_runs(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const auto acc_tensor = accumulator(p);
   const auto* src = p.src.const_data_ptr<scalar_t>();
   const auto* index = p.index.const_data_ptr<int64_t>();
   auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
-  if (row_runs) {
-    // Float accumulators take 16-byte vector atomics, which need 16-byte alignment.
-    int width = vector_width<scalar_t>(p.inner, {src});
-    if (!core::is_aligned(acc, 16)) width = std::min(width, 2);
-    const int64_t chunks = (p.E + kRowsPerThread - 1) / kRowsPerThread;
-    with_width<16, 8, 4, 2, 1>(width, [&](auto w) {
-      constexpr int V = decltype(w)::value;
-      if constexpr (V <= core::kVectorWidth<scalar_t>) {
-        const int64_t items = p.outer * chunks * (p.inner / V);
-        core::launch(scatter_row_runs_kernel<scalar_t, acc_t, V>, items, src, index, acc, p.E,
-                     p.inner, p.N, chunks, items);
-      }
-    });
+  const int64_t numel = p.src.numel();
+  const bool flat = p.outer == 1 && p.inner == 1;
+  if (flat) {
+    core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, true, true>, numel, src, index, acc,
+                 p.E, p.inner, p.N, numel);
   } else if (p.index_1d) {
-    core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, true>, p.src.numel(), src, index, acc,
-                 p.E, p.inner, p.N, p.src.numel());
+    core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, true, false>, numel, src, index, acc,
+                 p.E, p.inner, p.N, numel);
   } else {
-    core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, false>, p.src.numel(), src, index, acc,
-                 p.E, p.inner, p.N, p.src.numel());
+    core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, false, false>, numel, src, index, acc,
+                 p.E, p.inner, p.N, numel);
   }
   store_accumulator(p, acc_tensor);
 }
@@ -284,20 +360,18 @@ void atomic_sum(const ScatterProblem& p, bool row_runs) {
 }  // namespace
 
 void scatter_sum_kernel_cuda(const ScatterProblem& p) {
+  if (p.out.numel() == 0) return;
+  if (p.src.numel() == 0) {
+    if (!p.accumulate) p.out.zero_();
+    return;
+  }
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::scatter_sum", [&] {
-    if (p.out.numel() == 0) return;
-    if (p.src.numel() == 0) {
-      if (!p.accumulate) p.out.zero_();
-      return;
-    }
-    if (p.index_1d && p.inner > 1) {
-      if (mostly_sorted(p.index)) {
-        atomic_sum<scalar_t>(p, /*row_runs=*/true);
-      } else {
-        segment_sum<scalar_t>(p);
-      }
+    if (p.index_1d && p.inner > 1 && p.E <= std::numeric_limits<int32_t>::max()) {
+      csr_sum<scalar_t, int32_t>(p);
+    } else if (p.index_1d && p.inner > 1) {
+      csr_sum<scalar_t, int64_t>(p);
     } else {
-      atomic_sum<scalar_t>(p, /*row_runs=*/false);
+      warp_runs<scalar_t>(p);
     }
   });
 }
@@ -315,14 +389,13 @@ at::Tensor scatter_sum_cuda(const at::Tensor& src, const at::Tensor& index, int6
   return problem.out;
 }
 
-at::Tensor& scatter_sum_inplace_cuda(at::Tensor& out, const at::Tensor& src,
-                                     const at::Tensor& index, int64_t dim) {
+void scatter_sum_inplace_cuda(const at::Tensor& out, const at::Tensor& src,
+                              const at::Tensor& index, int64_t dim) {
   TORCHPLUG_CHECK_CUDA(kOp, src);
   const c10::cuda::CUDAGuard guard(src.device());
   const auto problem = plan_inplace(out, src, index, dim);
   scatter_sum_kernel_cuda(problem);
   finish_inplace(problem, out);
-  return out;
 }
 
 }  // namespace

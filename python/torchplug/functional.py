@@ -51,7 +51,8 @@ def scatter_sum(
             "torchplug.scatter_sum: dim_size (" + str(dim_size) + ") disagrees with out.size(dim) ("
             + str(out.size(dim)) + ")"
         )
-    return torch.ops.torchplug.scatter_sum_(out, src, index, dim)
+    torch.ops.torchplug.scatter_sum_(out, src, index, dim)
+    return out
 
 
 def scatter(

@@ -13,6 +13,15 @@ __device__ __forceinline__ void atomic_add(T* address, T value) {
   gpuAtomicAdd(address, value);
 }
 
+// Adds `value` at `address` and returns what was there before.
+__device__ __forceinline__ int32_t fetch_add(int32_t* address, int32_t value) {
+  return atomicAdd(address, value);
+}
+__device__ __forceinline__ int64_t fetch_add(int64_t* address, int64_t value) {
+  return static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(address),
+                                        static_cast<unsigned long long>(value)));
+}
+
 // address[k] += values[k] for k < N; `address` must be aligned to N values
 // when N is a multiple of 4 and T is float.
 template <typename T, int N>

@@ -10,6 +10,7 @@
 //   }
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -20,14 +21,11 @@ namespace torchplug::core {
 
 constexpr int kThreadsPerBlock = 256;
 
-// Enough blocks to fill every multiprocessor of the current device, fewer when
-// `n` items need fewer; grid-stride loops cover the rest.
+// One thread per item, as long as the grid's x dimension allows; grid-stride
+// loops cover whatever is left.
 inline int64_t grid_size(int64_t n, int threads = kThreadsPerBlock) {
-  const auto* props = at::cuda::getCurrentDeviceProperties();
-  const int64_t resident = static_cast<int64_t>(props->multiProcessorCount) *
-                           (props->maxThreadsPerMultiProcessor / threads);
-  const int64_t needed = (n + threads - 1) / threads;
-  return std::max<int64_t>(1, std::min(needed, resident));
+  constexpr int64_t kMaxBlocks = (int64_t{1} << 31) - 1;
+  return std::max<int64_t>(1, std::min((n + threads - 1) / threads, kMaxBlocks));
 }
 
 // Launches `kernel` over `n` items on the current stream of the current device

@@ -1,0 +1,298 @@
+"""torchplug.add against plain PyTorch (``a + b``) on the same inputs.
+
+a + b is a single rounding of the exact sum for every dtype torchplug.add takes
+(half types are computed in float32 and rounded once, like PyTorch does), so
+results must match PyTorch bit for bit.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.autograd import gradcheck, gradgradcheck
+
+import torchplug
+
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+DTYPES = FLOAT_DTYPES + INT_DTYPES
+
+# Value ranges per integer dtype: uint8 uses its whole range (unsigned wrap-around
+# is well defined and must match PyTorch); signed types stay clear of overflow.
+INT_RANGES = {
+    torch.uint8: (0, 256),
+    torch.int8: (-60, 60),
+    torch.int16: (-10_000, 10_000),
+    torch.int32: (-1_000_000, 1_000_000),
+    torch.int64: (-(2**40), 2**40),
+}
+
+
+def make(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
+    """Random tensor of `shape` with no zero elements (never an all-zero input)."""
+    if dtype.is_floating_point:
+        t = torch.randn(shape, dtype=torch.float32, device=device) * 4
+        t = torch.where(t == 0, torch.ones_like(t), t)
+        return t.to(dtype)
+    lo, hi = INT_RANGES[dtype]
+    t = torch.randint(lo, hi, shape, dtype=torch.int64, device=device)
+    return torch.where(t == 0, torch.ones_like(t), t).to(dtype)
+
+
+def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Same shape, dtype and device, and the same values bit for bit."""
+    assert actual.shape == expected.shape
+    assert actual.dtype == expected.dtype
+    assert actual.device == expected.device
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+SHAPES = [
+    pytest.param((0,), (0,), id="empty"),
+    pytest.param((3, 0), (1,), id="empty-bcast"),
+    pytest.param((0, 4), (4,), id="empty-rows"),
+    pytest.param((), (), id="0d-0d"),
+    pytest.param((), (3, 4), id="0d-Nd"),
+    pytest.param((2, 3, 4), (), id="Nd-0d"),
+    pytest.param((1,), (5,), id="1-vs-5"),
+    pytest.param((7,), (7,), id="1d"),
+    pytest.param((2, 3, 4), (2, 3, 4), id="3d"),
+    pytest.param((2, 1, 3, 1, 2), (2, 4, 3, 5, 2), id="5d-bcast"),
+    pytest.param((5, 3), (3,), id="bcast-trailing"),
+    pytest.param((3,), (5, 3), id="bcast-leading"),
+    pytest.param((4, 1, 5), (1, 3, 5), id="bcast-both-ways"),
+    pytest.param((3, 1), (1, 4), id="outer-product"),
+    pytest.param((1_000_003,), (1_000_003,), id="large-odd"),
+    pytest.param((1001, 33), (33,), id="large-odd-bcast"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape_a, shape_b", SHAPES)
+def test_matches_torch(shape_a: tuple, shape_b: tuple, dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(0)
+    a = make(shape_a, dtype, device)
+    b = make(shape_b, dtype, device)
+    assert_same(torchplug.add(a, b), a + b)
+    assert_same(torch.ops.torchplug.add(a, b), a + b)
+
+
+def _strided_operands(kind: str, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pairs of inputs that are not plain contiguous tensors."""
+    if kind == "transposed":
+        return make((37, 29), dtype, device).t(), make((29, 37), dtype, device)
+    if kind == "both-transposed":
+        return make((37, 29), dtype, device).t(), make((37, 29), dtype, device).t()
+    if kind == "sliced-step":
+        return make((64, 50), dtype, device)[::3, 1::2], make((22, 25), dtype, device)
+    if kind == "offset-1":
+        # Storage offset 1 element: breaks 16-byte alignment of vectorised paths.
+        return make((100_003,), dtype, device)[1:], make((100_003,), dtype, device)[:-1]
+    if kind == "offset-both":
+        return make((4099,), dtype, device)[3:], make((4101,), dtype, device)[5:]
+    if kind == "offset-out-of-phase":
+        # Same length, different misalignments, odd length: vector tail + head.
+        return make((1_000_010,), dtype, device)[1:-6], make((1_000_010,), dtype, device)[2:-5]
+    if kind == "expanded":
+        return make((1, 40), dtype, device).expand(30, 40), make((30, 1), dtype, device)
+    if kind == "transposed-bcast":
+        return make((16, 9, 5), dtype, device).permute(2, 0, 1), make((9,), dtype, device)
+    raise AssertionError(kind)
+
+
+STRIDED = [
+    "transposed",
+    "both-transposed",
+    "sliced-step",
+    "offset-1",
+    "offset-both",
+    "offset-out-of-phase",
+    "expanded",
+    "transposed-bcast",
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kind", STRIDED)
+def test_non_contiguous(kind: str, dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(1)
+    a, b = _strided_operands(kind, dtype, device)
+    assert not a.is_contiguous() or a.storage_offset() > 0  # really not a plain tensor
+    expected = a + b
+    assert_same(torchplug.add(a, b), expected)
+    assert_same(torchplug.add(b, a), b + a)
+
+
+PROMOTIONS = [
+    (torch.int32, torch.float32),
+    (torch.float16, torch.float32),
+    (torch.bfloat16, torch.float16),
+    (torch.uint8, torch.int8),
+    (torch.int64, torch.float16),
+    (torch.int16, torch.int64),
+    (torch.float32, torch.float64),
+    (torch.uint8, torch.bfloat16),
+]
+
+
+@pytest.mark.parametrize("dtype_a, dtype_b", PROMOTIONS, ids=str)
+@pytest.mark.parametrize("swap", [False, True])
+def test_type_promotion(dtype_a: torch.dtype, dtype_b: torch.dtype, swap: bool, device: str) -> None:
+    torch.manual_seed(2)
+    a = make((6, 5), dtype_a, device)
+    b = make((5,), dtype_b, device)
+    if swap:
+        a, b = b, a
+    out = torchplug.add(a, b)
+    assert out.dtype == torch.result_type(a, b)
+    assert_same(out, a + b)
+
+
+@pytest.mark.parametrize(
+    "dtype_t, dtype_s",
+    [
+        (torch.float32, torch.float64),  # 0-d does not promote within its category
+        (torch.int32, torch.float64),  # ... but does across categories -> default float
+        (torch.float16, torch.float32),
+        (torch.uint8, torch.int64),
+    ],
+    ids=str,
+)
+def test_zero_dim_promotion(dtype_t: torch.dtype, dtype_s: torch.dtype, device: str) -> None:
+    torch.manual_seed(3)
+    t = make((4, 3), dtype_t, device)
+    s = make((), dtype_s, device)
+    for a, b in ((t, s), (s, t)):
+        out = torchplug.add(a, b)
+        assert out.dtype == torch.result_type(a, b)
+        assert_same(out, a + b)
+
+
+GRAD_SHAPES = [
+    pytest.param((3, 4), (3, 4), id="same"),
+    pytest.param((3, 4), (4,), id="bcast-trailing"),
+    pytest.param((2, 1, 3), (4, 1), id="bcast-both-ways"),
+    pytest.param((), (3,), id="0d"),
+    pytest.param((5, 1), (1, 1, 1), id="bcast-rank"),
+]
+
+
+@pytest.mark.parametrize("shape_a, shape_b", GRAD_SHAPES)
+def test_gradcheck(shape_a: tuple, shape_b: tuple, device: str) -> None:
+    torch.manual_seed(4)
+    a = make(shape_a, torch.float64, device).requires_grad_()
+    b = make(shape_b, torch.float64, device).requires_grad_()
+    assert gradcheck(torchplug.add, (a, b))
+    assert gradgradcheck(torchplug.add, (a, b))
+
+
+@pytest.mark.parametrize("shape_a, shape_b", GRAD_SHAPES)
+def test_grad_matches_torch(shape_a: tuple, shape_b: tuple, device: str) -> None:
+    torch.manual_seed(5)
+    a = make(shape_a, torch.float64, device).requires_grad_()
+    b = make(shape_b, torch.float64, device).requires_grad_()
+    grad_out = make(torch.broadcast_shapes(shape_a, shape_b), torch.float64, device)
+    got = torch.autograd.grad(torchplug.add(a, b), (a, b), grad_out)
+    want = torch.autograd.grad(a + b, (a, b), grad_out)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "dtype_a, dtype_b",
+    [
+        (torch.float32, torch.float64),
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float64),
+        (torch.float64, torch.float64),
+    ],
+    ids=str,
+)
+def test_grad_dtypes_under_promotion(dtype_a: torch.dtype, dtype_b: torch.dtype, device: str) -> None:
+    """Each gradient has its input's dtype and shape, as PyTorch's ``a + b`` gives."""
+    torch.manual_seed(6)
+    a = make((4, 1, 3), dtype_a, device).requires_grad_()
+    b = make((5, 3), dtype_b, device).requires_grad_()
+    out = torchplug.add(a, b)
+    grad_out = make(out.shape, out.dtype, device)
+    got = torch.autograd.grad(out, (a, b), grad_out)
+    want = torch.autograd.grad(a + b, (a, b), grad_out)
+    for g, w, x in zip(got, want, (a, b)):
+        assert g.dtype == x.dtype == w.dtype
+        assert g.shape == x.shape
+        # Same reduction (sum over broadcast dims in the output dtype, then a
+        # cast) as PyTorch's engine; default tolerances only for the sum order.
+        torch.testing.assert_close(g, w)
+
+
+def test_grad_only_one_input(device: str) -> None:
+    torch.manual_seed(7)
+    a = make((3, 4), torch.float32, device).requires_grad_()
+    b = make((4,), torch.float32, device)
+    out = torchplug.add(a, b)
+    assert out.requires_grad
+    out.backward(torch.ones_like(out) * 3)
+    torch.testing.assert_close(a.grad, torch.full_like(a, 3), rtol=0, atol=0)
+    assert b.grad is None
+
+
+def test_integer_inputs_not_differentiable(device: str) -> None:
+    torch.manual_seed(8)
+    a = make((3,), torch.int32, device)
+    b = make((3,), torch.float32, device).requires_grad_()
+    out = torchplug.add(a, b)
+    (g,) = torch.autograd.grad(out.sum(), (b,))
+    torch.testing.assert_close(g, torch.ones_like(b), rtol=0, atol=0)
+
+
+def test_meta_shapes_and_dtype() -> None:
+    a = torch.empty((4, 1, 5), dtype=torch.int32, device="meta")
+    b = torch.empty((3, 1), dtype=torch.float16, device="meta")
+    out = torchplug.add(a, b)
+    assert out.device.type == "meta"
+    assert out.shape == torch.broadcast_shapes(a.shape, b.shape)
+    assert out.dtype == torch.result_type(a, b)
+
+
+@pytest.mark.parametrize("bad", [torch.bool, torch.complex64])
+@pytest.mark.parametrize("position", ["a", "b"])
+def test_rejects_unsupported_dtype(bad: torch.dtype, position: str, device: str) -> None:
+    torch.manual_seed(9)
+    good = make((3,), torch.float32, device)
+    wrong = torch.ones(3, device=device).to(bad)
+    args = (wrong, good) if position == "a" else (good, wrong)
+    with pytest.raises(RuntimeError, match=r"torchplug::add.*'" + position + "'"):
+        torchplug.add(*args)
+
+
+@pytest.mark.parametrize(
+    "shape_a, shape_b", [((3,), (4,)), ((2, 3), (3, 2)), ((5, 4, 3), (2, 1, 3))], ids=str
+)
+def test_rejects_shapes_that_cannot_broadcast(shape_a: tuple, shape_b: tuple, device: str) -> None:
+    torch.manual_seed(10)
+    a = make(shape_a, torch.float32, device)
+    b = make(shape_b, torch.float32, device)
+    with pytest.raises(RuntimeError, match="torchplug::add"):
+        torchplug.add(a, b)
+    with pytest.raises(RuntimeError, match="torchplug::add"):
+        torchplug.add(a.to("meta"), b.to("meta"))
+
+
+def test_rejects_mixed_devices(cuda_device: str) -> None:
+    torch.manual_seed(11)
+    a = make((4, 3), torch.float32, cuda_device)
+    b = make((4, 3), torch.float32, "cpu")
+    for args in ((a, b), (b, a)):
+        with pytest.raises(RuntimeError, match=r"torchplug::add.*'a'.*'b'"):
+            torchplug.add(*args)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_second_gpu() -> None:
+    torch.manual_seed(12)
+    a = make((1003, 7), torch.float32, "cuda:1")
+    b = make((7,), torch.float32, "cuda:1")
+    out = torchplug.add(a, b)
+    assert out.device == a.device
+    assert_same(out, a + b)

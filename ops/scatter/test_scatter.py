@@ -1,0 +1,787 @@
+"""torchplug.scatter_sum against plain PyTorch on the same inputs.
+
+Reference: ``torch.zeros(out_shape).index_add_(dim, index, src)`` for a 1-D index
+and ``.scatter_add_(dim, broadcast(index), src)`` for any other index shape,
+computed in float64 (int64 for integer dtypes) and cast back to src's dtype.
+
+Tolerances (see ``assert_scatter_close``), with ``mag`` = the same scatter of
+``|src|`` (plus ``|out|`` for ``out=``), i.e. the sum of the magnitudes that
+landed in each output slot:
+
+* int32/int64: exact.
+* float64: ``1e-12 * mag``. The kernel and the reference add in different
+  orders; recursive summation is off by at most ``(n - 1) * 2**-53 * mag``,
+  about 1e-16 * mag per term in practice for random-sign inputs.
+* float32: ``1e-5 + 1e-5 * mag`` (rtol/atol 1e-5 relative to the magnitude of
+  what was summed; float32 accumulation error is ~6e-8 * mag for random-sign
+  inputs, well inside it).
+* float16/bfloat16: the kernel accumulates in float32 and rounds once, the
+  reference rounds the float64 sum once. Both are round-to-nearest of values
+  within the float32 accumulation error of the exact sum, so they differ by at
+  most 1 ulp of the output dtype (half an ulp each) plus that accumulation
+  error: ``1 ulp(max(|actual|, |expected|)) + 1e-5 * mag``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+import torch
+from torch.autograd import gradcheck, gradgradcheck
+
+import torchplug
+
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+INT_DTYPES = [torch.int32, torch.int64]
+DTYPES = FLOAT_DTYPES + INT_DTYPES
+
+OP = "torchplug::scatter_sum"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def make_src(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
+    """Random src with no zero elements (never an all-zero input)."""
+    if dtype.is_floating_point:
+        t = torch.randn(shape, dtype=torch.float64, device=device)
+        t = torch.where(t == 0, torch.ones_like(t), t)
+        return t.to(dtype)
+    t = torch.randint(-50, 50, shape, dtype=torch.int64, device=device)
+    return torch.where(t == 0, torch.ones_like(t), t).to(dtype)
+
+
+def make_index(E: int, N: int, device: str, dist: str = "random") -> torch.Tensor:
+    """A 1-D int64 index of length E with values in [0, N)."""
+    if dist == "random":
+        return torch.randint(0, N, (E,), device=device)
+    if dist == "sorted":
+        return torch.randint(0, N, (E,), device=device).sort().values
+    if dist == "skewed":
+        # ~90% of the entries on one slot, the rest spread out.
+        idx = torch.randint(0, N, (E,), device=device)
+        return torch.where(torch.rand(E, device=device) < 0.9, torch.full_like(idx, N // 2), idx)
+    if dist == "all-equal":
+        return torch.full((E,), N - 1, dtype=torch.long, device=device)
+    raise AssertionError(dist)
+
+
+def broadcast_index(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
+    """torch_scatter's broadcast, written out: a 1-D index lies along ``dim``,
+    trailing dimensions are appended and size-1 dimensions expanded."""
+    dim = dim % src.dim()
+    if index.dim() == 1:
+        for _ in range(dim):
+            index = index.unsqueeze(0)
+    while index.dim() < src.dim():
+        index = index.unsqueeze(-1)
+    return index.expand(src.shape)
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype.is_floating_point else torch.int64
+
+
+def reference(
+    src: torch.Tensor,
+    index: torch.Tensor,
+    dim: int,
+    dim_size: Optional[int] = None,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Plain-PyTorch scatter-sum in float64/int64, not yet cast back."""
+    dim = dim % src.dim()
+    if out is not None:
+        base = out.to(acc_dtype(src.dtype)).clone()
+    else:
+        if dim_size is None:
+            dim_size = int(index.max()) + 1 if index.numel() > 0 else 0
+        shape = list(src.shape)
+        shape[dim] = dim_size
+        base = torch.zeros(shape, dtype=acc_dtype(src.dtype), device=src.device)
+    wide = src.to(base.dtype)
+    if index.dim() == 1:
+        return base.index_add_(dim, index, wide)
+    return base.scatter_add_(dim, broadcast_index(index, src, dim), wide)
+
+
+def magnitude(
+    src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: Optional[int], out: Optional[torch.Tensor]
+) -> torch.Tensor:
+    """Per output slot, the sum of |terms| that were added there (float64)."""
+    abs_out = None if out is None else out.double().abs()
+    return reference(src.double().abs(), index, dim, dim_size, abs_out)
+
+
+def ulp(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The spacing of `dtype` around |x| (subnormal spacing below the normal range)."""
+    info = torch.finfo(dtype)
+    x = x.abs().clamp_min(info.tiny)
+    return info.eps * torch.exp2(torch.floor(torch.log2(x)))
+
+
+def assert_scatter_close(
+    actual: torch.Tensor,
+    src: torch.Tensor,
+    index: torch.Tensor,
+    dim: int,
+    dim_size: Optional[int] = None,
+    out: Optional[torch.Tensor] = None,
+) -> None:
+    """``actual`` equals the reference scatter-sum of the given inputs within the
+    dtype's tolerance (module docstring). ``out`` is the tensor before the call."""
+    expected_wide = reference(src, index, dim, dim_size, out)
+    dtype = src.dtype
+    assert actual.dtype == dtype
+    assert actual.device == src.device
+    assert actual.shape == expected_wide.shape
+    if not dtype.is_floating_point:
+        torch.testing.assert_close(actual, expected_wide.to(dtype), rtol=0, atol=0)
+        return
+    expected = expected_wide.to(dtype)
+    mag = magnitude(src, index, dim, dim_size, out)
+    got = actual.double()
+    if dtype == torch.float64:
+        tol = 1e-12 * mag
+    elif dtype == torch.float32:
+        tol = 1e-5 + 1e-5 * mag
+    else:
+        tol = ulp(torch.maximum(got.abs(), expected.double().abs()), dtype) + 1e-5 * mag
+    err = (got - expected.double()).abs()
+    bad = err > tol
+    assert not bad.any(), (
+        f"{int(bad.sum())} of {bad.numel()} elements off; worst error {float(err.max())} "
+        f"at {tuple(int(i) for i in torch.nonzero(bad)[0])}, "
+        f"actual {float(got[bad][0])} expected {float(expected.double()[bad][0])}"
+    )
+
+
+# --------------------------------------------------------------------------- shapes
+
+# (src shape, dim, index kind, N). Index kinds: "1d" an [E] vector; "full" the
+# shape of src; "E1" shape [E, 1] (src [E, B, F], dim 0); "BE" shape [B, E]
+# (src [B, E, F], dim 1). N bounds the index values.
+CASES = [
+    pytest.param((37,), 0, "1d", 9, id="1d"),
+    pytest.param((37,), -1, "1d", 9, id="1d-neg"),
+    pytest.param((37,), 0, "full", 9, id="1d-full"),
+    pytest.param((50, 7), 0, "1d", 11, id="2d-dim0"),
+    pytest.param((7, 50), 1, "1d", 11, id="2d-dim1"),
+    pytest.param((7, 50), -1, "1d", 11, id="2d-dim-1"),
+    pytest.param((50, 7), -2, "1d", 11, id="2d-dim-2"),
+    pytest.param((40, 3, 5), 0, "1d", 6, id="3d-dim0"),
+    pytest.param((3, 40, 5), 1, "1d", 6, id="3d-dim1"),
+    pytest.param((3, 5, 40), 2, "1d", 6, id="3d-dim2"),
+    pytest.param((3, 5, 40), -1, "1d", 6, id="3d-dim-1"),
+    pytest.param((3, 40, 5), -2, "1d", 6, id="3d-dim-2"),
+    pytest.param((40, 3, 5), -3, "1d", 6, id="3d-dim-3"),
+    pytest.param((30, 4), 0, "full", 8, id="2d-full-dim0"),
+    pytest.param((4, 30), 1, "full", 8, id="2d-full-dim1"),
+    pytest.param((4, 30, 3), 1, "full", 8, id="3d-full-dim1"),
+    pytest.param((4, 3, 30), -1, "full", 8, id="3d-full-dim-1"),
+    pytest.param((30, 4, 3), 0, "E1", 8, id="3d-index-E1"),
+    pytest.param((4, 30, 3), 1, "BE", 8, id="3d-index-BE"),
+    pytest.param((4, 30, 3), -2, "BE", 8, id="3d-index-BE-neg"),
+    pytest.param((2, 3, 33, 2), 2, "1d", 5, id="4d-dim2"),
+]
+
+
+def index_for(kind: str, src_shape: tuple[int, ...], dim: int, N: int, device: str) -> torch.Tensor:
+    dim = dim % len(src_shape)
+    E = src_shape[dim]
+    if kind == "1d":
+        return make_index(E, N, device)
+    if kind == "full":
+        return torch.randint(0, N, src_shape, device=device)
+    if kind == "E1":
+        return torch.randint(0, N, (E, 1), device=device)
+    if kind == "BE":
+        return torch.randint(0, N, src_shape[: dim + 1], device=device)
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape, dim, kind, N", CASES)
+def test_matches_torch(
+    shape: tuple, dim: int, kind: str, N: int, dtype: torch.dtype, device: str, assert_same_result
+) -> None:
+    torch.manual_seed(0)
+    src = make_src(shape, dtype, device)
+    index = index_for(kind, shape, dim, N, device)
+    out = torchplug.scatter_sum(src, index, dim)
+    assert_scatter_close(out, src, index, dim)
+    # The schema-level op and the reduce="sum"/"add" spellings agree exactly.
+    assert_same_result(torch.ops.torchplug.scatter_sum(src, index, dim), out)
+    if dim == -1:  # the default dim
+        assert_same_result(torchplug.scatter_sum(src, index), out)
+    for reduce in ("sum", "add"):
+        assert_same_result(torchplug.scatter(src, index, dim, reduce=reduce), out)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape, dim, kind, N", CASES[::3])
+def test_dim_size_larger_than_max(
+    shape: tuple, dim: int, kind: str, N: int, dtype: torch.dtype, device: str
+) -> None:
+    torch.manual_seed(1)
+    src = make_src(shape, dtype, device)
+    index = index_for(kind, shape, dim, N, device)
+    dim_size = int(index.max()) + 4
+    out = torchplug.scatter_sum(src, index, dim, dim_size=dim_size)
+    assert out.size(dim) == dim_size
+    assert_scatter_close(out, src, index, dim, dim_size=dim_size)
+    extra = out.narrow(dim % src.dim(), int(index.max()) + 1, 3)
+    assert (extra == 0).all()
+
+
+# --------------------------------------------------------------------------- empty
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_empty_src(dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(2)
+    src = make_src((0, 4), dtype, device)
+    index = torch.empty(0, dtype=torch.long, device=device)
+    # dim_size given: all-zero output of that size.
+    out = torchplug.scatter_sum(src, index, 0, dim_size=5)
+    assert_scatter_close(out, src, index, 0, dim_size=5)
+    assert out.shape == (5, 4) and (out == 0).all()
+    # dim_size None with an empty index: size 0 along dim.
+    out = torchplug.scatter_sum(src, index, 0)
+    assert out.shape == (0, 4)
+    assert_scatter_close(out, src, index, 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
+@pytest.mark.parametrize(
+    "shape, dim, dim_size",
+    [
+        ((0,), 0, None),
+        ((0,), 0, 3),
+        ((3, 0), 0, 4),  # E = 3 but nothing per row
+        ((0, 5, 3), 1, 6),  # empty outer
+        ((2, 0, 3), 1, 4),  # E = 0 in the middle
+        ((2, 0, 3), -2, None),
+    ],
+    ids=str,
+)
+def test_empty_shapes(
+    shape: tuple, dim: int, dim_size: Optional[int], dtype: torch.dtype, device: str
+) -> None:
+    torch.manual_seed(3)
+    src = make_src(shape, dtype, device)
+    E = shape[dim]
+    N = dim_size if dim_size is not None else 1
+    index = make_index(E, N, device)
+    out = torchplug.scatter_sum(src, index, dim, dim_size=dim_size)
+    assert_scatter_close(out, src, index, dim, dim_size=dim_size)
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+def strided_src(kind: str, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, int]:
+    """Non-contiguous src tensors and the dim to reduce."""
+    if kind == "transposed":
+        return make_src((6, 45), dtype, device).t(), 0  # [45, 6], dim 0
+    if kind == "transposed-dim1":
+        return make_src((45, 6), dtype, device).t(), 1  # [6, 45], dim 1
+    if kind == "sliced":
+        return make_src((90, 13), dtype, device)[::2, 1:12:3], 0
+    if kind == "offset":
+        return make_src((46, 5), dtype, device)[1:], 0
+    if kind == "permuted-3d":
+        return make_src((5, 4, 40), dtype, device).permute(2, 0, 1), 0  # [40, 5, 4]
+    if kind == "expanded":
+        return make_src((45, 1), dtype, device).expand(45, 4), 0
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "kind", ["transposed", "transposed-dim1", "sliced", "offset", "permuted-3d", "expanded"]
+)
+@pytest.mark.parametrize("full_index", [False, True], ids=["index1d", "indexfull"])
+def test_non_contiguous_src(
+    kind: str, full_index: bool, dtype: torch.dtype, device: str, assert_same_result
+) -> None:
+    torch.manual_seed(4)
+    src, dim = strided_src(kind, dtype, device)
+    assert not src.is_contiguous() or src.storage_offset() > 0
+    N = 7
+    if full_index:
+        # A full-shape index that is itself non-contiguous (all dims reversed).
+        index = torch.randint(0, N, tuple(reversed(src.shape)), device=device)
+        index = index.permute(*reversed(range(src.dim())))
+        assert not index.is_contiguous()
+    else:
+        index = make_index(2 * src.size(dim), N, device)[::2]  # non-contiguous index too
+    out = torchplug.scatter_sum(src, index, dim)
+    assert_scatter_close(out, src, index, dim)
+    # Same answer as the contiguous copies (bit for bit on CPU).
+    again = torchplug.scatter_sum(src.contiguous(), index.contiguous(), dim)
+    assert_same_result(out, again)
+
+
+# --------------------------------------------------------------------------- index distributions
+
+LAYOUTS = [
+    pytest.param((1000,), 0, False, id="inner1"),  # one element per row
+    pytest.param((1000, 5), 0, False, id="inner5"),  # rows of 5
+    pytest.param((3, 1000, 4), 1, False, id="outer3-inner4"),
+    pytest.param((1000, 5), 0, True, id="full"),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize("dist", ["random", "sorted", "skewed", "all-equal"])
+@pytest.mark.parametrize("shape, dim, full", LAYOUTS)
+def test_index_distributions(
+    shape: tuple, dim: int, full: bool, dist: str, dtype: torch.dtype, device: str
+) -> None:
+    torch.manual_seed(5)
+    src = make_src(shape, dtype, device)
+    N = 37
+    E = shape[dim]
+    if full:
+        # Every column its own distribution of the same kind.
+        cols = [make_index(E, N, device, dist) for _ in range(shape[1])]
+        index = torch.stack(cols, dim=1)
+    else:
+        index = make_index(E, N, device, dist)
+    out = torchplug.scatter_sum(src, index, dim, dim_size=N)
+    assert_scatter_close(out, src, index, dim, dim_size=N)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+@pytest.mark.parametrize("dist", ["random", "all-equal"])
+def test_large_multithreaded(dist: str, dtype: torch.dtype, device: str) -> None:
+    """Big enough (200k x 16) for the CPU kernel to split the work across threads."""
+    torch.manual_seed(6)
+    E, F, N = 200_000, 16, 1000
+    src = make_src((E, F), dtype, device)
+    index = make_index(E, N, device, dist)
+    out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+    assert_scatter_close(out, src, index, 0, dim_size=N)
+
+
+def test_large_full_index_multithreaded(device: str) -> None:
+    torch.manual_seed(7)
+    E, F, N = 100_000, 16, 500
+    src = make_src((E, F), torch.float32, device)
+    index = torch.randint(0, N, (E, F), device=device)
+    out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+    assert_scatter_close(out, src, index, 0, dim_size=N)
+
+
+def test_cpu_deterministic() -> None:
+    """The CPU kernel never races: repeated calls agree bit for bit."""
+    torch.manual_seed(8)
+    src = make_src((100_000, 8), torch.float32, "cpu")
+    index = make_index(100_000, 300, "cpu")
+    first = torchplug.scatter_sum(src, index, 0, dim_size=300)
+    for _ in range(3):
+        torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=300), first, rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------- out=
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape, dim, kind, N", CASES[::2])
+def test_out_accumulates(
+    shape: tuple, dim: int, kind: str, N: int, dtype: torch.dtype, device: str, assert_same_result
+) -> None:
+    torch.manual_seed(9)
+    src = make_src(shape, dtype, device)
+    index = index_for(kind, shape, dim, N, device)
+    out_shape = list(shape)
+    out_shape[dim % len(shape)] = N + 2
+    out = make_src(tuple(out_shape), dtype, device)
+    before = out.clone()
+    ptr = out.data_ptr()
+    result = torchplug.scatter_sum(src, index, dim, out=out)
+    assert result is out
+    assert result.data_ptr() == ptr
+    assert_scatter_close(out, src, index, dim, out=before)
+    # Same through the schema-level in-place op and through scatter(reduce="sum").
+    out2 = before.clone()
+    assert torch.ops.torchplug.scatter_sum_(out2, src, index, dim) is None
+    assert_same_result(out2, out)
+    out3 = before.clone()
+    assert torchplug.scatter(src, index, dim, out=out3, reduce="sum") is out3
+    assert_same_result(out3, out)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "offset"])
+def test_out_non_contiguous(layout: str, dtype: torch.dtype, device: str) -> None:
+    """A strided out is written in place: the caller's tensor (and its base) see the sums."""
+    torch.manual_seed(10)
+    E, F, N = 60, 5, 9
+    src = make_src((E, F), dtype, device)
+    index = make_index(E, N, device)
+    if layout == "transposed":
+        base = make_src((F, N), dtype, device)
+        out = base.t()
+    elif layout == "sliced":
+        base = make_src((2 * N, F + 3), dtype, device)
+        out = base[::2, 1 : F + 1]
+    else:
+        base = make_src((N * F + 1,), dtype, device)
+        out = base[1:].view(N, F)
+    assert not out.is_contiguous() or out.storage_offset() > 0
+    base_before = base.clone()
+    before = out.clone()
+    result = torchplug.scatter_sum(src, index, 0, out=out)
+    assert result is out
+    assert_scatter_close(out, src, index, 0, out=before)
+    # The write went through the view into the caller's storage, and only there.
+    expected_base = base_before.clone()
+    if layout == "transposed":
+        expected_base.t().copy_(out)
+    elif layout == "sliced":
+        expected_base[::2, 1 : F + 1].copy_(out)
+    else:
+        expected_base[1:].view(N, F).copy_(out)
+    torch.testing.assert_close(base, expected_base, rtol=0, atol=0)
+
+
+def test_out_dim_size_disagrees(device: str) -> None:
+    torch.manual_seed(11)
+    src = make_src((10, 3), torch.float32, device)
+    index = make_index(10, 4, device)
+    out = make_src((4, 3), torch.float32, device)
+    with pytest.raises(ValueError, match="dim_size"):
+        torchplug.scatter_sum(src, index, 0, out=out, dim_size=5)
+    before = out.clone()
+    torchplug.scatter_sum(src, index, 0, out=out, dim_size=4)
+    assert_scatter_close(out, src, index, 0, out=before)
+
+
+# --------------------------------------------------------------------------- autograd
+
+
+GRAD_CASES = [
+    pytest.param((12, 3), 0, "1d", 5, id="2d-dim0"),
+    pytest.param((3, 12), -1, "1d", 5, id="2d-dim-1"),
+    pytest.param((12, 3), 0, "full", 5, id="2d-full"),
+    pytest.param((2, 12, 3), 1, "BE", 5, id="3d-BE"),
+    pytest.param((12, 2, 3), 0, "E1", 5, id="3d-E1"),
+]
+
+
+@pytest.mark.parametrize("shape, dim, kind, N", GRAD_CASES)
+def test_gradcheck(shape: tuple, dim: int, kind: str, N: int, device: str) -> None:
+    torch.manual_seed(12)
+    src = make_src(shape, torch.float64, device).requires_grad_()
+    index = index_for(kind, shape, dim, N, device)
+
+    def fn(s: torch.Tensor) -> torch.Tensor:
+        return torchplug.scatter_sum(s, index, dim, dim_size=N + 1)
+
+    assert gradcheck(fn, (src,))
+    assert gradgradcheck(fn, (src,))
+
+
+@pytest.mark.parametrize("shape, dim, kind, N", GRAD_CASES)
+def test_gradcheck_out(shape: tuple, dim: int, kind: str, N: int, device: str) -> None:
+    torch.manual_seed(13)
+    src = make_src(shape, torch.float64, device).requires_grad_()
+    index = index_for(kind, shape, dim, N, device)
+    out_shape = list(shape)
+    out_shape[dim % len(shape)] = N
+    base = make_src(tuple(out_shape), torch.float64, device).requires_grad_()
+
+    def fn(b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return torchplug.scatter_sum(s, index, dim, out=b.clone())
+
+    assert gradcheck(fn, (base, src))
+    assert gradgradcheck(fn, (base, src))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("shape, dim, kind, N", GRAD_CASES)
+def test_grad_matches_torch(
+    shape: tuple, dim: int, kind: str, N: int, dtype: torch.dtype, device: str
+) -> None:
+    """grad of src is grad_out gathered at index, as for index_add/scatter_add."""
+    torch.manual_seed(14)
+    src = make_src(shape, dtype, device).requires_grad_()
+    index = index_for(kind, shape, dim, N, device)
+    out = torchplug.scatter_sum(src, index, dim, dim_size=N)
+    grad_out = make_src(tuple(out.shape), dtype, device)
+    (got,) = torch.autograd.grad(out, (src,), grad_out)
+    ref_src = src.detach().clone().requires_grad_()
+    full = broadcast_index(index, ref_src, dim)
+    ref = torch.zeros_like(out).scatter_add(dim % src.dim(), full, ref_src)
+    (want,) = torch.autograd.grad(ref, (ref_src,), grad_out)
+    assert got.dtype == dtype and got.shape == src.shape
+    torch.testing.assert_close(got, want, rtol=0, atol=0)  # a gather: exact
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_autograd_through_out(dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(15)
+    E, F, N = 20, 4, 6
+    index = make_index(E, N, device)
+    base = make_src((N, F), dtype, device).requires_grad_()
+    src = make_src((E, F), dtype, device).requires_grad_()
+    out = base.clone()
+    result = torchplug.scatter_sum(src, index, 0, out=out)
+    assert result is out and out.requires_grad
+    grad_out = make_src((N, F), dtype, device)
+    g_base, g_src = torch.autograd.grad(result, (base, src), grad_out)
+    # Reference: the out-of-place index_add has the same derivatives.
+    rb = base.detach().clone().requires_grad_()
+    rs = src.detach().clone().requires_grad_()
+    want_b, want_s = torch.autograd.grad(rb.index_add(0, index, rs), (rb, rs), grad_out)
+    torch.testing.assert_close(g_base, grad_out, rtol=0, atol=0)
+    torch.testing.assert_close(g_base, want_b, rtol=0, atol=0)
+    torch.testing.assert_close(g_src, want_s, rtol=0, atol=0)
+
+
+def test_autograd_out_without_grad(device: str) -> None:
+    """out needs no grad of its own: the result still carries src's gradient."""
+    torch.manual_seed(16)
+    index = make_index(15, 4, device)
+    src = make_src((15, 3), torch.float64, device).requires_grad_()
+    out = make_src((4, 3), torch.float64, device)
+    result = torchplug.scatter_sum(src, index, 0, out=out)
+    assert result.requires_grad
+    grad_out = make_src((4, 3), torch.float64, device)
+    (g,) = torch.autograd.grad(result, (src,), grad_out)
+    torch.testing.assert_close(g, grad_out[index], rtol=0, atol=0)
+
+
+def test_autograd_through_non_contiguous_out(device: str) -> None:
+    """out= on a view of a non-leaf: the in-place write reaches the base's graph."""
+    torch.manual_seed(17)
+    E, F, N = 18, 3, 5
+    index = make_index(E, N, device)
+    leaf = make_src((F, N), torch.float64, device).requires_grad_()
+    src = make_src((E, F), torch.float64, device).requires_grad_()
+    weights = make_src((F, N), torch.float64, device)
+
+    base = leaf * 2
+    torchplug.scatter_sum(src, index, 0, out=base.t())
+    loss = (base * weights).sum()
+    g_leaf, g_src = torch.autograd.grad(loss, (leaf, src))
+
+    rl = leaf.detach().clone().requires_grad_()
+    rs = src.detach().clone().requires_grad_()
+    rbase = rl * 2
+    rbase.t().index_add_(0, index, rs)
+    want_l, want_s = torch.autograd.grad((rbase * weights).sum(), (rl, rs))
+    torch.testing.assert_close(base.detach(), rbase.detach())
+    torch.testing.assert_close(g_leaf, want_l, rtol=0, atol=0)
+    torch.testing.assert_close(g_src, want_s, rtol=0, atol=0)
+
+
+def test_inplace_on_leaf_requiring_grad_raises(device: str) -> None:
+    torch.manual_seed(18)
+    index = make_index(10, 4, device)
+    src = make_src((10, 3), torch.float32, device)
+    out = make_src((4, 3), torch.float32, device).requires_grad_()
+    with pytest.raises(RuntimeError, match="leaf"):
+        torchplug.scatter_sum(src, index, 0, out=out)
+
+
+def test_inplace_on_leaf_requiring_grad_leaves_out_untouched(device: str) -> None:
+    """Like PyTorch's own in-place ops (``leaf.add_(1)``), the refused call writes nothing."""
+    torch.manual_seed(18)
+    index = make_index(10, 4, device)
+    src = make_src((10, 3), torch.float32, device)
+    out = make_src((4, 3), torch.float32, device).requires_grad_()
+    before = out.detach().clone()
+    with pytest.raises(RuntimeError, match="leaf"):
+        torchplug.scatter_sum(src, index, 0, out=out)
+    torch.testing.assert_close(out.detach(), before, rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------- meta
+
+
+def test_meta_needs_dim_size() -> None:
+    src = torch.empty((10, 3), device="meta")
+    index = torch.empty((10,), dtype=torch.long, device="meta")
+    out = torchplug.scatter_sum(src, index, 0, dim_size=7)
+    assert out.shape == (7, 3) and out.device.type == "meta" and out.dtype == src.dtype
+    with pytest.raises(RuntimeError, match=f"{OP}.*dim_size"):
+        torchplug.scatter_sum(src, index, 0)
+
+
+@pytest.mark.parametrize("case", ["index-shape", "out-shape"])
+def test_meta_rejects_what_cpu_rejects(case: str) -> None:
+    """The shape-only kernels (what torch.compile traces with) refuse the same bad
+    shapes as the real kernels. Inference mode reaches them without the autograd
+    kernel in front."""
+    src = make_src((10, 3), torch.float32, "cpu")
+    index = make_index(10, 4, "cpu")
+    if case == "index-shape":
+        index = index[:7]
+        run = lambda s, i: torch.ops.torchplug.scatter_sum(s, i, 0, 4)  # noqa: E731
+        arg = "index"
+    else:
+        run = lambda s, i: torch.ops.torchplug.scatter_sum_(  # noqa: E731
+            torch.zeros((5, 9), device=s.device), s, i, 0
+        )
+        arg = "out"
+    with torch.inference_mode():
+        with pytest.raises(RuntimeError, match=f"{OP}.*'{arg}'"):
+            run(src, index)  # the CPU kernel
+        with pytest.raises(RuntimeError, match=f"{OP}.*'{arg}'"):
+            run(src.to("meta"), index.to("meta"))
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _args(device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(19)
+    return make_src((10, 3), torch.float32, device), make_index(10, 4, device)
+
+
+@pytest.mark.parametrize("bad", [torch.float32, torch.int32, torch.int16], ids=str)
+def test_rejects_index_dtype(bad: torch.dtype, device: str) -> None:
+    src, index = _args(device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'index'.*int64"):
+        torchplug.scatter_sum(src, index.to(bad), 0)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(src, index.to(bad), 0, out=torch.zeros(4, 3, device=device))
+
+
+@pytest.mark.parametrize("bad", [torch.bool, torch.complex64, torch.uint8, torch.int8], ids=str)
+def test_rejects_src_dtype(bad: torch.dtype, device: str) -> None:
+    src, index = _args(device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'src'"):
+        torchplug.scatter_sum(src.to(bad), index, 0)
+
+
+@pytest.mark.parametrize(
+    "index_shape, dim",
+    [((10, 2), 0), ((9,), 0), ((10, 3, 1), 0), ((3, 10), 0), ((2, 10), 1)],
+    ids=str,
+)
+def test_rejects_index_shape(index_shape: tuple, dim: int, device: str) -> None:
+    src, _ = _args(device)
+    if dim == 1:
+        src = src.t()
+    index = torch.randint(0, 4, index_shape, device=device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(src, index, dim)
+
+
+def test_rejects_negative_index_cpu() -> None:
+    src, index = _args("cpu")
+    index[3] = -1
+    with pytest.raises(IndexError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(src, index, 0)
+    with pytest.raises(IndexError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(src, index, 0, dim_size=4)
+    out = make_src((4, 3), torch.float32, "cpu")
+    with pytest.raises(IndexError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(src, index, 0, out=out)
+
+
+def test_rejects_too_large_index_cpu() -> None:
+    src, index = _args("cpu")
+    index[5] = 4
+    with pytest.raises(IndexError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(src, index, 0, dim_size=4)
+    out = make_src((4, 3), torch.float32, "cpu")
+    before = out.clone()
+    with pytest.raises(IndexError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(src, index, 0, out=out)
+    torch.testing.assert_close(out, before, rtol=0, atol=0)  # untouched on failure
+    full = broadcast_index(index, src, 0).clone()
+    with pytest.raises(IndexError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(src, full, 0, dim_size=4)
+
+
+def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
+    """On CUDA bad index values are skipped, never written out of bounds."""
+    torch.manual_seed(20)
+    src = make_src((1000, 3), torch.float32, cuda_device)
+    index = make_index(1000, 8, cuda_device)
+    bad = index.clone()
+    bad[::7] = 8
+    bad[3::11] = -5
+    keep = (bad >= 0) & (bad < 8)
+    out = torchplug.scatter_sum(src, bad, 0, dim_size=8)
+    assert_scatter_close(out, src[keep], bad[keep], 0, dim_size=8)
+    torch.cuda.synchronize()  # the context is still usable
+    assert_scatter_close(torchplug.scatter_sum(src, index, 0, dim_size=8), src, index, 0, dim_size=8)
+
+
+@pytest.mark.parametrize(
+    "out_shape",
+    [(4, 2), (4, 3, 1), (4,), (5, 3, 2)],
+    ids=str,
+)
+def test_rejects_out_shape(out_shape: tuple, device: str) -> None:
+    src, index = _args(device)
+    out = torch.zeros(out_shape, device=device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'out'"):
+        torchplug.scatter_sum(src, index, 0, out=out)
+
+
+@pytest.mark.parametrize("bad", [torch.float64, torch.float16, torch.int64], ids=str)
+def test_rejects_out_dtype(bad: torch.dtype, device: str) -> None:
+    src, index = _args(device)
+    out = torch.zeros((4, 3), dtype=bad, device=device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'out'"):
+        torchplug.scatter_sum(src, index, 0, out=out)
+
+
+@pytest.mark.parametrize("dim", [2, -3, 10])
+def test_rejects_dim_out_of_range(dim: int, device: str) -> None:
+    src, index = _args(device)
+    with pytest.raises(IndexError, match=f"{OP}.*'dim'"):
+        torchplug.scatter_sum(src, index, dim)
+    with pytest.raises(IndexError, match=f"{OP}.*'dim'"):
+        torch.ops.torchplug.scatter_sum_(torch.zeros(4, 3, device=device), src, index, dim)
+
+
+def test_rejects_zero_dim_src(device: str) -> None:
+    src = torch.tensor(1.5, device=device)
+    index = torch.tensor(0, device=device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'src'"):
+        torchplug.scatter_sum(src, index, 0)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'src'"):
+        torchplug.scatter_sum(src, index.view(1), 0, dim_size=1)
+
+
+def test_rejects_negative_dim_size(device: str) -> None:
+    src, index = _args(device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'dim_size'"):
+        torchplug.scatter_sum(src[:0], index[:0], 0, dim_size=-1)
+
+
+def test_rejects_mixed_devices(cuda_device: str) -> None:
+    src, index = _args("cpu")
+    with pytest.raises(RuntimeError, match=f"{OP}.*'src'.*'index'"):
+        torchplug.scatter_sum(src.to(cuda_device), index, 0)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'src'.*'index'"):
+        torchplug.scatter_sum(src, index.to(cuda_device), 0)
+    out = torch.zeros(4, 3)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'out'"):
+        torchplug.scatter_sum(src.to(cuda_device), index.to(cuda_device), 0, out=out)
+
+
+@pytest.mark.parametrize("reduce", ["mean", "max", "min", "mul"])
+def test_other_reductions_not_implemented(reduce: str, device: str) -> None:
+    src, index = _args(device)
+    with pytest.raises(NotImplementedError, match="not implemented yet"):
+        torchplug.scatter(src, index, 0, reduce=reduce)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_second_gpu() -> None:
+    torch.manual_seed(21)
+    src = make_src((5000, 8), torch.float32, "cuda:1")
+    index = make_index(5000, 100, "cuda:1")
+    out = torchplug.scatter_sum(src, index, 0, dim_size=100)
+    assert out.device == src.device
+    assert_scatter_close(out, src, index, 0, dim_size=100)

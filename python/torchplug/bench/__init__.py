@@ -1,0 +1,11 @@
+"""torchplug's benchmark: each op side by side with what a user would call instead.
+
+Run it as a program (docs/benchmarks.md has the details)::
+
+    python -m torchplug.bench                      # GPU sizes on cuda, else the CPU set
+    python -m torchplug.bench --quick --device cpu # under a minute on 2 cores
+
+Modules: ``workloads`` (sizes and inputs), ``candidates`` (torchplug and the
+baselines), ``timing`` (timers, peak memory, copy bandwidth), ``measure``
+(correctness guard and timing of one workload), ``report`` (table, JSON, plot).
+"""

@@ -1,0 +1,184 @@
+"""The workloads the benchmark runs: their sizes per profile, inputs and byte model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+
+def count_label(n: int) -> str:
+    """``10_000_000 -> "10M"``, ``200_000 -> "200K"``, ``2**29 -> "2^29"``."""
+    if n >= 1024 and n & (n - 1) == 0:
+        return f"2^{n.bit_length() - 1}"
+    for unit, size in (("M", 1_000_000), ("K", 1_000)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def dtype_label(dtype: torch.dtype) -> str:
+    """``torch.float32 -> "float32"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class ScatterInputs:
+    """``src [E, F]`` and ``index [E]`` (int64, values in ``[0, N)``)."""
+
+    src: Tensor
+    index: Tensor
+
+
+@dataclass(frozen=True)
+class ScatterWorkload:
+    """``scatter_sum`` along dim 0: ``E x F`` elements of ``src`` into ``N`` rows."""
+
+    op: ClassVar[str] = "scatter"
+    e: int
+    f: int
+    n: int
+    sorted_index: bool = False
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def name(self) -> str:
+        """Table label, e.g. ``scatter_sum E=10M F=64 N=1M random float32``."""
+        order = "sorted" if self.sorted_index else "random"
+        return (
+            f"scatter_sum E={count_label(self.e)} F={self.f} N={count_label(self.n)} "
+            f"{order} {dtype_label(self.dtype)}"
+        )
+
+    @property
+    def terms_per_output(self) -> float:
+        """Mean number of ``src`` rows summed into one output row."""
+        return max(1.0, self.e / self.n)
+
+    def min_bytes(self) -> int:
+        """Read ``src`` once, read ``index`` once, write the output once."""
+        s = self.dtype.itemsize
+        return s * self.e * self.f + 8 * self.e + s * self.n * self.f
+
+    def params(self) -> dict[str, object]:
+        """The sizes, for the JSON record."""
+        return {
+            "E": self.e,
+            "F": self.f,
+            "N": self.n,
+            "index": "sorted" if self.sorted_index else "random",
+            "dtype": dtype_label(self.dtype),
+        }
+
+    def make_inputs(self, device: torch.device) -> ScatterInputs:
+        """Random ``src`` and a uniformly random index, sorted if asked."""
+        src = torch.randn(self.e, self.f, device=device, dtype=self.dtype)
+        index = torch.randint(0, self.n, (self.e,), device=device)
+        if self.sorted_index:
+            index = index.sort().values
+        return ScatterInputs(src, index)
+
+
+@dataclass(frozen=True)
+class AddInputs:
+    """Two operands of the same shape."""
+
+    a: Tensor
+    b: Tensor
+
+
+@dataclass(frozen=True)
+class AddWorkload:
+    """Elementwise ``a + b`` over ``numel`` elements."""
+
+    op: ClassVar[str] = "add"
+    numel: int
+    dtype: torch.dtype = torch.float32
+    terms_per_output: ClassVar[float] = 1.0
+
+    @property
+    def name(self) -> str:
+        """Table label, e.g. ``add n=2^29 float32``."""
+        return f"add n={count_label(self.numel)} {dtype_label(self.dtype)}"
+
+    def min_bytes(self) -> int:
+        """Read both operands once, write the result once."""
+        return 3 * self.dtype.itemsize * self.numel
+
+    def params(self) -> dict[str, object]:
+        """The sizes, for the JSON record."""
+        return {"numel": self.numel, "dtype": dtype_label(self.dtype)}
+
+    def make_inputs(self, device: torch.device) -> AddInputs:
+        """Two random operands."""
+        a = torch.randn(self.numel, device=device, dtype=self.dtype)
+        b = torch.randn(self.numel, device=device, dtype=self.dtype)
+        return AddInputs(a, b)
+
+
+Workload = ScatterWorkload | AddWorkload
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A set of workloads with the repeat counts and copy size that suit a machine."""
+
+    name: str
+    workloads: tuple[Workload, ...]
+    copy_numel: int  #: float32 elements in the copy-bandwidth measurement
+    warmup: int
+    repeats: int
+
+
+def _gpu_profile() -> Profile:
+    """Sizes for a large GPU (H200): inputs far beyond L2."""
+    m = 1_000_000
+    return Profile(
+        name="gpu",
+        workloads=(
+            ScatterWorkload(10 * m, 64, m),
+            ScatterWorkload(10 * m, 64, m, sorted_index=True),
+            ScatterWorkload(50 * m, 1, m),
+            ScatterWorkload(50 * m, 1, m, sorted_index=True),
+            ScatterWorkload(4 * m, 256, 200_000),
+            ScatterWorkload(4 * m, 256, 200_000, sorted_index=True),
+            ScatterWorkload(20 * m, 16, 2 * m, sorted_index=True),
+            ScatterWorkload(10 * m, 64, m, dtype=torch.bfloat16),
+            AddWorkload(2**29),
+        ),
+        copy_numel=2**29,
+        warmup=5,
+        repeats=20,
+    )
+
+
+def _cpu_profile(
+    name: str, e: int, n: int, add_numel: int, copy_numel: int, warmup: int, repeats: int
+) -> Profile:
+    """The CPU set at a given scale: F in {1, 16, 64} with a random index, F=16 sorted, add."""
+    return Profile(
+        name=name,
+        workloads=(
+            ScatterWorkload(e, 1, n),
+            ScatterWorkload(e, 16, n),
+            ScatterWorkload(e, 64, n),
+            ScatterWorkload(e, 16, n, sorted_index=True),
+            AddWorkload(add_numel),
+        ),
+        copy_numel=copy_numel,
+        warmup=warmup,
+        repeats=repeats,
+    )
+
+
+def select_profile(device: torch.device, quick: bool, tiny: bool) -> Profile:
+    """``tiny`` (tests) > ``quick`` (a 2-core machine in under a minute) > the device's full set."""
+    if tiny:
+        return _cpu_profile("tiny", 4096, 512, 2**12, 2**16, warmup=1, repeats=2)
+    if quick:
+        return _cpu_profile("quick", 500_000, 50_000, 2**23, 2**24, warmup=1, repeats=5)
+    if device.type == "cuda":
+        return _gpu_profile()
+    return _cpu_profile("cpu", 2_000_000, 200_000, 2**25, 2**26, warmup=2, repeats=10)

@@ -1,0 +1,115 @@
+"""The benchmark harness (python -m torchplug.bench) runs end to end at tiny
+sizes, and its correctness guard tells a wrong output from a right one."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torchplug
+from torchplug.bench.measure import matches
+
+_BASELINES = {"index_add_", "scatter_add_", "scatter_reduce_"}
+if importlib.util.find_spec("torch_scatter") is not None:
+    _BASELINES.add("torch_scatter")
+_RANDOM = {"torchplug", *_BASELINES}
+_SORTED = {*_RANDOM, "segment_reduce"}
+_ADD = {"torchplug", "torch.add"}
+
+
+def _bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
+    """Runs the harness at test sizes on the CPU; returns its JSON and stdout."""
+    path = tmp_path / "bench.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torchplug.bench",
+            "--tiny",
+            "--quick",
+            "--device",
+            "cpu",
+            "--repeats",
+            "2",
+            "--json",
+            str(path),
+            *args,
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(path.read_text()), proc.stdout
+
+
+def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
+    record, stdout = _bench(tmp_path)
+    assert record["device"] == "cpu"
+    assert record["torch_version"] == torch.__version__
+    assert record["copy_bandwidth"]["bytes_per_s"] > 0
+    assert len(record["copy_bandwidth"]["times_ms"]) == 2
+
+    workloads = record["workloads"]
+    scatter = [w for w in workloads if w["op"] == "scatter"]
+    assert sorted((w["params"]["F"], w["params"]["index"]) for w in scatter) == [
+        (1, "random"),
+        (16, "random"),
+        (16, "sorted"),
+        (64, "random"),
+    ]
+    assert [w["op"] for w in workloads].count("add") == 1
+
+    for workload in workloads:
+        names = {c["name"] for c in workload["candidates"]}
+        if workload["op"] == "add":
+            assert names == _ADD
+        else:
+            assert names == (_SORTED if workload["params"]["index"] == "sorted" else _RANDOM)
+        for candidate in workload["candidates"]:
+            assert candidate["status"] == "ok", (workload["name"], candidate)
+            assert len(candidate["times_ms"]) == 2
+            assert candidate["median_ms"] > 0
+            assert candidate["copy_bandwidth_fraction"] > 0
+            assert (candidate["ratio"] is None) == (candidate["name"] == "torchplug")
+            assert candidate["extra_bytes"] is None  # not measured on a CPU
+    assert "median ms" in stdout
+    assert stdout.count("torchplug ") >= len(workloads)  # one table row each
+
+
+def test_only_filters_workloads(tmp_path: Path) -> None:
+    record, _ = _bench(tmp_path, "--only", "add")
+    assert [w["op"] for w in record["workloads"]] == ["add"]
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    _bench(tmp_path, "--only", "add", "--plot", str(tmp_path / "bench.png"))
+    assert (tmp_path / "bench.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_guard_rejects_a_wrong_output_and_accepts_a_reordered_sum() -> None:
+    torch.manual_seed(0)
+    src, index = torch.randn(4000, 8), torch.randint(0, 100, (4000,))
+    reference = torch.zeros(100, 8).index_add_(0, index, src)
+    terms = 40.0
+    assert matches(torchplug.scatter_sum(src, index, dim=0, dim_size=100), reference, terms)
+
+    perm = torch.randperm(4000)
+    reordered = torch.zeros(100, 8).index_add_(0, index[perm], src[perm])
+    assert matches(reordered, reference, terms)
+
+    wrong = reference.clone()
+    wrong[3, 5] += 0.5
+    assert not matches(wrong, reference, terms)
+    assert not matches(reference[:99], reference, terms)
+    assert not matches(reference.double(), reference, terms)
