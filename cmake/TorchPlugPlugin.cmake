@@ -18,7 +18,8 @@ function(torchplug_add_plugin name)
   target_link_libraries(${_target} PUBLIC torchplug_core)
   set_target_properties(${_target} PROPERTIES
     EXPORT_NAME ${name}
-    INSTALL_RPATH "$ORIGIN")
+    INSTALL_RPATH "$ORIGIN"
+    INSTALL_RPATH_USE_LINK_PATH TRUE)
   if(TORCHPLUG_CUDA)
     target_compile_definitions(${_target} PRIVATE TORCHPLUG_WITH_CUDA)
     target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -lineinfo>)

@@ -17,10 +17,15 @@ if(NOT GTest_FOUND)
   add_library(GTest::gtest_main ALIAS gtest_main)
 endif()
 
+# Every GoogleTest executable, and nothing else: `cmake --build <dir> --target
+# torchplug_tests` builds what ctest's gtest cases need (the sanitizer run uses it).
+add_custom_target(torchplug_tests)
+
 # torchplug_add_test(<name> SOURCES <cpp...> LIBRARIES <targets...>)
 function(torchplug_add_test name)
   cmake_parse_arguments(TEST "" "" "SOURCES;LIBRARIES" ${ARGN})
   add_executable(${name} ${TEST_SOURCES})
   target_link_libraries(${name} PRIVATE ${TEST_LIBRARIES} GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60)
+  add_dependencies(torchplug_tests ${name})
 endfunction()

@@ -13,8 +13,13 @@ int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim) {
 }
 
 at::Tensor broadcast(const char* op, const at::Tensor& index, const at::Tensor& src, int64_t dim) {
+  return broadcast(op, index, src.sym_sizes(), dim);
+}
+
+at::Tensor broadcast(const char* op, const at::Tensor& index, c10::SymIntArrayRef src_sizes,
+                     int64_t dim) {
   // Symbolic sizes throughout: this runs under torch.compile with dynamic shapes.
-  const int64_t ndim = src.dim();
+  const int64_t ndim = static_cast<int64_t>(src_sizes.size());
   TORCH_CHECK(ndim > 0, op, ": argument 'src' must have at least one dimension");
   TORCH_CHECK(index.dim() <= ndim, op, ": argument 'index' has ", index.dim(),
               " dimensions, more than src's ", ndim);
@@ -26,12 +31,12 @@ at::Tensor broadcast(const char* op, const at::Tensor& index, const at::Tensor& 
   }
   while (view.dim() < ndim) view = view.unsqueeze(-1);
   for (int64_t d = 0; d < ndim; ++d) {
-    TORCH_CHECK(view.sym_size(d) == src.sym_size(d) || view.sym_size(d) == 1, op,
+    TORCH_CHECK(view.sym_size(d) == src_sizes[d] || view.sym_size(d) == 1, op,
                 ": argument 'index' of shape ", index.sym_sizes(), " cannot be broadcast to src of shape ",
-                src.sym_sizes(), " along dim ", dim, " (size ", view.sym_size(d), " against ",
-                src.sym_size(d), " at dimension ", d, ")");
+                src_sizes, " along dim ", dim, " (size ", view.sym_size(d), " against ",
+                src_sizes[d], " at dimension ", d, ")");
   }
-  return view.expand_symint(src.sym_sizes());
+  return view.expand_symint(src_sizes);
 }
 
 bool varies_only_along(const at::Tensor& broadcast_index, int64_t dim) {

@@ -3,6 +3,10 @@
 #include <ATen/ops/aminmax.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 namespace torchplug::core {
 
 void check_defined(const char* op, const char* arg, const at::Tensor& t) {
@@ -84,6 +88,26 @@ void check_index_range(const char* op, const char* arg, const at::Tensor& index,
                     "; expected values in [0, ", size, ")");
   TORCH_CHECK_INDEX(max < size, op, ": argument '", arg, "' holds the value ", max,
                     ", out of range for size ", size, "; expected values in [0, ", size, ")");
+}
+
+namespace {
+
+std::atomic<bool>& cuda_checks() {
+  static std::atomic<bool> enabled([] {
+    const char* value = std::getenv("TORCHPLUG_CHECKS");
+    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
+  }());
+  return enabled;
+}
+
+}  // namespace
+
+bool cuda_checks_enabled() {
+  return cuda_checks().load(std::memory_order_relaxed);
+}
+
+void set_cuda_checks(bool enabled) {
+  cuda_checks().store(enabled, std::memory_order_relaxed);
 }
 
 }  // namespace torchplug::core

@@ -16,6 +16,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
@@ -52,26 +53,33 @@ ScatterProblem describe(const at::Tensor& src, const at::Tensor& index, int64_t 
   const auto expanded = core::broadcast(kOp, index, src, dim);
   ScatterProblem problem;
   problem.src = src.contiguous();
-  problem.index_1d = core::varies_only_along(expanded, dim);
-  problem.index = problem.index_1d
-                      ? expanded.as_strided({src.size(dim)}, {expanded.stride(dim)}).contiguous()
-                      : expanded.contiguous();
   const auto split = core::split_at(src.sizes(), dim);
   problem.outer = split.outer;
   problem.E = split.size;
   problem.inner = split.inner;
+  // The values that land somewhere are those of the broadcast index: none when
+  // src is empty (torch_scatter's rule, for the default dim_size too).
+  problem.index_1d = src.numel() == 0 || core::varies_only_along(expanded, dim);
+  if (src.numel() == 0) {
+    problem.index = at::empty({0}, index.options());
+  } else if (problem.index_1d) {
+    problem.index = expanded.as_strided({src.size(dim)}, {expanded.stride(dim)}).contiguous();
+  } else {
+    problem.index = expanded.contiguous();
+  }
 
-  const bool on_cpu = src.device().is_cpu();
-  if (dim_size < 0 || on_cpu) {
+  // CPU kernels always validate; CUDA kernels skip bad values unless checked mode is on.
+  const bool validate = src.device().is_cpu() || core::cuda_checks_enabled();
+  if (dim_size < 0 || validate) {
     int64_t min = 0, max = -1;
     if (problem.index.numel() > 0) {
       auto [lo, hi] = at::aminmax(problem.index);
-      min = lo.item<int64_t>();
-      max = hi.item<int64_t>();
+      const auto extremes = at::stack({lo, hi}).cpu();  // one synchronisation on CUDA
+      min = extremes.const_data_ptr<int64_t>()[0];
+      max = extremes.const_data_ptr<int64_t>()[1];
     }
     if (dim_size < 0) dim_size = max + 1;
-    // CUDA kernels skip out-of-range values instead of writing out of bounds.
-    if (on_cpu) {
+    if (validate) {
       TORCH_CHECK_INDEX(min >= 0, kOp, ": argument 'index' holds the negative value ", min);
       TORCH_CHECK_INDEX(max < dim_size, kOp, ": argument 'index' holds the value ", max,
                         ", out of range for an output of size ", dim_size, " along dim ", dim);

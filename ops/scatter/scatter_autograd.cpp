@@ -2,14 +2,20 @@
 // so d(out)/d(src) picks that slot: the src gradient is grad_out gathered along
 // dim with the broadcast index. gather is differentiable, so double backward
 // works. The in-place form passes grad_out through to out unchanged.
+//
+// CUDA kernels outside checked mode skip index values outside [0, N): those
+// src elements get a zero gradient, and backward never gathers out of bounds.
 
 #include "scatter.h"
 
 #include "scatter_kernel.h"
 #include "torchplug/core/broadcast.h"
+#include "torchplug/core/checks.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/gather.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -20,24 +26,37 @@ using torch::autograd::AutogradContext;
 using torch::autograd::Variable;
 using torch::autograd::variable_list;
 
-at::Tensor gather_grad(AutogradContext* ctx, const at::Tensor& grad) {
-  const auto index = ctx->get_saved_variables()[0];
-  return at::gather(grad, ctx->saved_data["dim"].toInt(), index);
+// Saves what backward needs: the index as given (broadcast again in backward,
+// as a view), src's shape, dim, and whether every index value was validated.
+void save_index(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& index, int64_t dim) {
+  dim = core::normalize_dim(kOp, dim, src.dim());
+  core::broadcast(kOp, index, src, dim);  // shape errors surface before the op runs
+  ctx->save_for_backward({index});
+  ctx->saved_data["dim"] = dim;
+  ctx->saved_data["src_sizes"] = src.sym_sizes();
+  ctx->saved_data["validated"] = src.device().is_cpu() || core::cuda_checks_enabled();
 }
 
-// The broadcast index as a view, saved for backward: no copy of the index.
-at::Tensor expanded_index(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& index,
-                          int64_t dim) {
-  dim = core::normalize_dim(kOp, dim, src.dim());
-  ctx->saved_data["dim"] = dim;
-  return core::broadcast(kOp, index, src, dim);
+at::Tensor gather_grad(AutogradContext* ctx, const at::Tensor& grad) {
+  const auto index = ctx->get_saved_variables()[0];
+  const int64_t dim = ctx->saved_data["dim"].toInt();
+  const auto src_sizes = ctx->saved_data["src_sizes"].toSymIntVector();
+  if (ctx->saved_data["validated"].toBool()) {
+    return at::gather(grad, dim, core::broadcast(kOp, index, src_sizes, dim));
+  }
+  const auto size = grad.sym_size(dim);
+  if (size == 0) return at::zeros_symint(src_sizes, grad.options());  // every value was skipped
+  const auto inside = index.ge(0).logical_and_(index.lt(size));
+  const auto safe = index.clamp(0, (size - 1).guard_int(__FILE__, __LINE__));
+  const auto gathered = at::gather(grad, dim, core::broadcast(kOp, safe, src_sizes, dim));
+  return at::where(core::broadcast(kOp, inside, src_sizes, dim), gathered, 0);
 }
 
 class ScatterSumFunction : public torch::autograd::Function<ScatterSumFunction> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index,
                           int64_t dim, std::optional<c10::SymInt> dim_size) {
-    ctx->save_for_backward({expanded_index(ctx, src, index, dim)});
+    save_index(ctx, src, index, dim);
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("torchplug::scatter_sum", "")
@@ -55,7 +74,7 @@ class ScatterSumInplaceFunction : public torch::autograd::Function<ScatterSumInp
  public:
   static Variable forward(AutogradContext* ctx, Variable out, const Variable& src,
                           const Variable& index, int64_t dim) {
-    ctx->save_for_backward({expanded_index(ctx, src, index, dim)});
+    save_index(ctx, src, index, dim);
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       static auto op =

@@ -154,7 +154,8 @@ __global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
 // ---- segments ----------------------------------------------------------------
 
 // counts[row + 1] = how many entries of index name row, one atomic per run of
-// equal rows in a warp; *unsorted = 1 if some index[e] > index[e + 1].
+// equal rows in a warp; *unsorted = 1 if some index[e] > index[e + 1] or some
+// value lies outside [0, N).
 template <typename offset_t>
 __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
                                   offset_t* __restrict__ counts, offset_t* __restrict__ unsorted) {
@@ -165,7 +166,9 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
     const int64_t row = e < E ? index[e] : -1;
     int64_t next = __shfl_down_sync(kFullMask, row, 1);
     if (lane == 31 && e + 1 < E) next = index[e + 1];
-    const bool descent = e + 1 < E && row > next;
+    // Out-of-range values are left out of the counts, so positions no longer
+    // match sources: such an index takes the permutation path, like an unsorted one.
+    const bool descent = (e < E && (row < 0 || row >= N)) || (e + 1 < E && row > next);
     if (__any_sync(kFullMask, descent) && lane == 0 &&
         *reinterpret_cast<volatile offset_t*>(unsorted) == 0) {
       *unsorted = 1;
@@ -380,6 +383,7 @@ namespace {
 
 at::Tensor scatter_sum_cuda(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                             std::optional<c10::SymInt> dim_size) {
+  core::check_same_device(kOp, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
   std::optional<int64_t> size;
   if (dim_size) size = dim_size->expect_int();
   TORCHPLUG_CHECK_CUDA(kOp, src);
@@ -391,6 +395,7 @@ at::Tensor scatter_sum_cuda(const at::Tensor& src, const at::Tensor& index, int6
 
 void scatter_sum_inplace_cuda(const at::Tensor& out, const at::Tensor& src,
                               const at::Tensor& index, int64_t dim) {
+  core::check_same_device(kOp, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
   TORCHPLUG_CHECK_CUDA(kOp, src);
   const c10::cuda::CUDAGuard guard(src.device());
   const auto problem = plan_inplace(out, src, index, dim);

@@ -166,9 +166,12 @@ TEST(ScatterSum, Empty) {
                      torch::zeros({4, 3}, dtype)));
     EXPECT_TRUE(same(scatter_sum(values({2, 0, 3}, dtype), none, 1),
                      torch::zeros({2, 0, 3}, dtype)));
-    // No columns: the shape still follows the index.
+    // No columns: no index value lands anywhere, so the default dim_size is 0
+    // (torch_scatter's rule: the maximum is taken over the index broadcast to src).
     const auto index = torch::tensor({2, 0, 2}, torch::kLong);
-    EXPECT_TRUE(same(scatter_sum(values({3, 0}, dtype), index, 0), torch::zeros({3, 0}, dtype)));
+    EXPECT_TRUE(same(scatter_sum(values({3, 0}, dtype), index, 0), torch::zeros({0, 0}, dtype)));
+    EXPECT_TRUE(same(scatter_sum(values({3, 0}, dtype), index, 0, std::nullopt, 5),
+                     torch::zeros({5, 0}, dtype)));
 
     auto out = values({4, 3}, dtype);
     const auto before = out.clone();

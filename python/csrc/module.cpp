@@ -1,5 +1,6 @@
 // torchplug._C: exposes torchplug::core::Registry to Python.
 
+#include "torchplug/core/checks.h"
 #include "torchplug/core/registry.h"
 
 #include <pybind11/pybind11.h>
@@ -40,4 +41,8 @@ PYBIND11_MODULE(_C, m) {
       },
       "Every registered op, as a list of dicts (name, schema, plugin, backends, differentiable, "
       "dtypes, doc).");
+  m.def("set_cuda_checks", &torchplug::core::set_cuda_checks, py::arg("enabled"),
+        "Turns checked mode for CUDA kernels on or off.");
+  m.def("cuda_checks_enabled", &torchplug::core::cuda_checks_enabled,
+        "Whether CUDA kernels validate index values before writing.");
 }

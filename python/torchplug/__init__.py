@@ -21,6 +21,7 @@ from ._loader import load_builtin_plugins, load_plugin
 load_builtin_plugins()
 
 from ._C import __version__, with_cuda  # noqa: E402
+from .checks import checks_enabled, set_checks  # noqa: E402
 from .functional import add, scatter, scatter_sum  # noqa: E402
 from .registry import OpInfo, registry  # noqa: E402
 
@@ -31,11 +32,13 @@ __all__ = [
     "OpInfo",
     "__version__",
     "add",
+    "checks_enabled",
     "cmake_prefix_path",
     "load_plugin",
     "registry",
     "scatter",
     "scatter_sum",
+    "set_checks",
     "with_cuda",
 ]
 

@@ -16,6 +16,8 @@ int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim);
 // dimension of size 1 is expanded. Returns a view; fails with a message naming
 // the op when the shapes cannot be reconciled or src has no dimensions.
 at::Tensor broadcast(const char* op, const at::Tensor& index, const at::Tensor& src, int64_t dim);
+at::Tensor broadcast(const char* op, const at::Tensor& index, c10::SymIntArrayRef src_sizes,
+                     int64_t dim);
 
 // `index` after broadcast() varies only along `dim`: the whole index is one
 // vector of length src.size(dim), and kernels can read it as such.

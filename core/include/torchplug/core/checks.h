@@ -40,6 +40,13 @@ void check_index_dtype(const char* op, const char* arg, const at::Tensor& index)
 // with the device when `index` is on one; the message names the first bad value.
 void check_index_range(const char* op, const char* arg, const at::Tensor& index, int64_t size);
 
+// Checked mode for CUDA kernels: validate index values (one synchronising pass
+// over the index) before anything is written, and raise on a bad one. CPU
+// kernels always validate. Off by default on CUDA, where out-of-range values
+// are skipped instead; TORCHPLUG_CHECKS=1 in the environment turns it on.
+bool cuda_checks_enabled();
+void set_cuda_checks(bool enabled);
+
 }  // namespace torchplug::core
 
 #define TORCHPLUG_CHECK_CPU(op, x) ::torchplug::core::check_cpu(op, #x, x)

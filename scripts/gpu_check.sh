@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, in one call on a GPU machine without a
+# package registry (how the H200 figures in docs/ are taken):
+#
+#   scripts/gpu_check.sh OUT_DIR [tests|bench|sanitize|all]
+#
+# Builds with CUDA and the test suites (GoogleTest from .deps/googletest when
+# the machine has none), then runs ctest, pytest (CUDA cases included), the GCN
+# example on CUDA, compute-sanitizer (memcheck, racecheck) over
+# tests/cuda_sanitizer_workload.py and the benchmark harness. The benchmark's
+# table, JSON and plot land in OUT_DIR; every log in OUT_DIR/logs.tar.gz.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${1:?usage: scripts/gpu_check.sh OUT_DIR [tests|bench|sanitize|all]}"
+WHAT="${2:-all}"
+LOGS="$OUT/logs"
+mkdir -p "$LOGS"
+export TORCHPLUG_SKIP_DEPS=1 PYTHONUNBUFFERED=1
+if [[ -d "$ROOT/.deps/googletest" ]]; then
+  export TORCHPLUG_CMAKE_ARGS="-DTORCHPLUG_GTEST_SOURCE_DIR=$ROOT/.deps/googletest ${TORCHPLUG_CMAKE_ARGS:-}"
+fi
+status=0
+run() { "$@" || status=1; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+"$ROOT/scripts/dev.sh" build ON > "$LOGS/build.log" 2>&1 || { tail -40 "$LOGS/build.log"; exit 1; }
+export PYTHONPATH="$ROOT/build/install"
+
+if [[ "$WHAT" == tests || "$WHAT" == all ]]; then
+  run ctest --test-dir "$ROOT/build" --output-on-failure -j 8 > "$LOGS/ctest.log" 2>&1
+  grep -E "tests passed|FAILED|Failed" "$LOGS/ctest.log" | tail -5
+  parallel=()
+  python3 -c "import xdist" 2>/dev/null && parallel=(-n 8)
+  (cd "$ROOT" && python3 -m pytest -q -p no:cacheprovider "${parallel[@]}" > "$LOGS/pytest.log" 2>&1) \
+    || status=1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$LOGS/pytest.log" | tail -15
+  run python3 "$ROOT/examples/gcn.py" --device cuda > "$LOGS/gcn.log" 2>&1
+  tail -1 "$LOGS/gcn.log"
+fi
+if [[ "$WHAT" == sanitize || "$WHAT" == all ]]; then
+  for tool in memcheck racecheck; do
+    run compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      python3 "$ROOT/tests/cuda_sanitizer_workload.py" > "$LOGS/$tool.log" 2>&1
+    tail -1 "$LOGS/$tool.log"
+  done
+fi
+if [[ "$WHAT" == bench || "$WHAT" == all ]]; then
+  run python3 -m torchplug.bench --device cuda --json "$OUT/bench-cuda.json" \
+    --plot "$OUT/bench-cuda.png" > "$OUT/bench.txt" 2> "$LOGS/bench.err"
+  cat "$OUT/bench.txt"
+fi
+tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"
+exit $status

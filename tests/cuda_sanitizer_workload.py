@@ -1,0 +1,48 @@
+"""A short CUDA workload for compute-sanitizer (``scripts/gpu_check.sh OUT sanitize``):
+every kernel path of both ops once, out-of-range indices and backward included.
+Not a test: it checks nothing itself; the sanitizer's report is the result."""
+
+import torch
+
+import torchplug
+
+
+def scatter_paths() -> None:
+    torch.manual_seed(0)
+    E, N = 3000, 200
+    for F in (1, 4, 16, 64):
+        for order in ("random", "sorted"):
+            for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int64):
+                src = (torch.randn(E, F, device="cuda") * 10).to(dtype)
+                index = torch.randint(0, N, (E,), device="cuda")
+                index[7], index[9] = N + 3, -2
+                if order == "sorted":
+                    index = index.sort().values
+                torchplug.scatter_sum(src, index, 0, dim_size=N)
+                out = torch.zeros(N, F, device="cuda", dtype=dtype)
+                torchplug.scatter_sum(src, index, 0, out=out)
+                torchplug.scatter_sum(src[1:], index[1:], 0, dim_size=N)
+                full = torch.randint(-1, N + 1, (E, F), device="cuda")
+                torchplug.scatter_sum(src, full, 0, dim_size=N)
+                torchplug.scatter_sum(src.t(), index, 1, dim_size=N)
+    # One row with every source: the row-runs kernel.
+    hot = torch.zeros(5000, dtype=torch.long, device="cuda")
+    torchplug.scatter_sum(torch.randn(5000, 8, device="cuda"), hot, 0, dim_size=3)
+    src = torch.randn(500, 16, device="cuda", dtype=torch.float64, requires_grad=True)
+    index = torch.randint(-1, 60, (500,), device="cuda")
+    torchplug.scatter_sum(src, index, 0, dim_size=50).sum().backward()
+
+
+def add_paths() -> None:
+    for shape in ((1000003,), (7, 1001), (3, 1, 5)):
+        a = torch.randn(shape, device="cuda")
+        torchplug.add(a, a)
+        torchplug.add(a, a[..., :1])
+        torchplug.add(a[1:], a[:-1])
+
+
+if __name__ == "__main__":
+    scatter_paths()
+    add_paths()
+    torch.cuda.synchronize()
+    print("workload done")

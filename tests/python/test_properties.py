@@ -1,0 +1,574 @@
+"""Property-based tests (hypothesis) for torchplug.add and torchplug.scatter_sum
+against plain PyTorch references computed on the same inputs.
+
+Each property draws a *description* of a case (shapes, dim, dtypes, index
+distribution, layout flags, a seed); the tensors themselves are then built with
+a seeded ``torch.Generator`` on the CPU and moved to the device under test, so a
+failing example prints everything needed to rebuild it. Every test uses
+``derandomize=True`` (the same examples on every run, so CI is reproducible)
+and ``database=None`` (nothing is written into the tree).
+
+Tolerances
+----------
+``add``: exact, every dtype. ``a + b`` is a single rounding of the exact sum
+(half types are computed in float32 and rounded once, as PyTorch does), so the
+result must equal PyTorch's bit for bit, including the sign of zero; NaN only
+has to be NaN (its payload is not compared).
+
+``scatter_sum``: the reference is a ``scatter_add_`` of the same terms in
+float64 (int64 for integer dtypes), not rounded back. For one output slot let
+``k`` be the number of terms summed there (the sources that landed in it, plus
+one for the initial value of ``out=``) and ``mag`` the sum of their absolute
+values. Any summation order -- a sequential loop, a tree, atomics in any order
+-- of ``k`` terms with unit roundoff ``u`` is within ``gamma(k, u) * mag`` of
+the exact sum, ``gamma(k, u) = k*u / (1 - k*u)`` (Higham, "Accuracy and
+Stability of Numerical Algorithms", 2nd ed., sec. 4.2; ``k - 1`` would do, ``k``
+keeps a margin). On the CPU torchplug sums sequentially per output row (in
+index order, per thread chunk when the work is split), on CUDA with atomics
+and warp/segment trees in an order that varies; the bound covers every one of
+those orders, so it is the same on both devices.
+
+* int32/int64: exact (values stay far from overflow).
+* float64: ``(gamma(k, 2**-53) + gamma(k, 2**-53)) * mag`` -- the kernel's
+  error plus the float64 reference's own.
+* float32: ``(gamma(k, 2**-24) + gamma(k, 2**-53)) * mag`` -- float32
+  accumulation plus the reference's error.
+* float16/bfloat16: the kernel adds in float32 and rounds once to the output
+  dtype: ``0.5 * ulp(actual) + (gamma(k, 2**-24) + gamma(k, 2**-53)) * mag``.
+  Rounding to nearest moves a value by at most half the spacing of the dtype
+  at the rounded result (subnormal spacing below the normal range).
+
+An empty slot (``k = 0``) must be exactly 0. Inputs are scaled so no sum can
+overflow, and every float result is checked to be finite first (an ``inf``
+would make the relative bound vacuous).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+import torch
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import torchplug
+
+# The `device` fixture (conftest.py) is function scoped; hypothesis warns that it
+# is not reset between examples. It is a plain string, so that is harmless.
+PROPERTY = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+ADD_DTYPES = FLOATS + [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+SCATTER_DTYPES = FLOATS + [torch.int32, torch.int64]
+
+# Integer value ranges for add. The 8- and 16-bit types use their whole range
+# (a same-dtype sum wraps around, as in PyTorch); int32/int64 stay where a sum
+# cannot overflow (signed overflow is undefined behaviour in C++).
+ADD_INT_RANGES = {
+    torch.uint8: (0, 256),
+    torch.int8: (-128, 128),
+    torch.int16: (-(2**15), 2**15),
+    torch.int32: (-(2**30), 2**30),
+    torch.int64: (-(2**62), 2**62),
+}
+
+
+# --------------------------------------------------------------------------- building tensors
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def random_values(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator, scale: float,
+                  int_range: tuple[int, int]) -> torch.Tensor:
+    """A CPU tensor of `shape`: normal(0, scale) for floats (drawn in float64,
+    rounded once to `dtype`), uniform in `int_range` for integers."""
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g, dtype=torch.float64) * scale).to(dtype)
+    lo, hi = int_range
+    return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def with_layout(make, shape: tuple[int, ...], layout: str, g: torch.Generator,
+                device: str = "cpu") -> torch.Tensor:
+    """``make(shape)`` (a CPU tensor) moved to `device`, as a tensor of the
+    requested layout and the same shape (the view is taken on the device:
+    ``.to()`` would make a non-dense view contiguous):
+
+    * ``contiguous``
+    * ``strided``: every other element of a larger tensor (stride 2 innermost,
+      storage offset 1)
+    * ``permuted``: a contiguous tensor of permuted shape, permuted back
+    """
+    if layout == "contiguous":
+        return make(shape).to(device)
+    if layout == "strided":
+        return make(tuple(shape) + (2,)).to(device)[..., 1]
+    if layout == "permuted":
+        perm = torch.randperm(len(shape), generator=g).tolist()
+        inverse = [perm.index(d) for d in range(len(shape))]
+        return make(tuple(shape[p] for p in perm)).to(device).permute(*inverse)
+    raise AssertionError(layout)
+
+
+def draw_index_values(count: int, n: int, dist: str, g: torch.Generator) -> torch.Tensor:
+    """`count` int64 slot numbers in [0, n) drawn from `dist`:
+
+    * ``uniform``
+    * ``powerlaw``: P(slot of rank r) ~ (r + 1) ** -alpha, alpha in {1, 1.5, 2.5}
+      (a few heavy slots and a long tail, like node degrees); ranks are
+      assigned to slots by a random permutation, so the heavy slot moves
+    * ``all-equal``: one random slot for every entry
+    """
+    if count == 0:
+        return torch.empty(0, dtype=torch.int64)
+    if dist == "uniform":
+        return torch.randint(0, n, (count,), generator=g)
+    if dist == "powerlaw":
+        alpha = [1.0, 1.5, 2.5][int(torch.randint(0, 3, (1,), generator=g))]
+        weights = (torch.arange(n, dtype=torch.float64) + 1) ** -alpha
+        ranks = torch.multinomial(weights, count, replacement=True, generator=g)
+        return torch.randperm(n, generator=g)[ranks]
+    if dist == "all-equal":
+        return torch.full((count,), int(torch.randint(0, n, (1,), generator=g)), dtype=torch.int64)
+    raise AssertionError(dist)
+
+
+def make_index(shape: tuple[int, ...], along: int, n: int, dist: str, sort: bool,
+               layout: str, g: torch.Generator, device: str = "cpu") -> torch.Tensor:
+    """An int64 index of `shape` on `device` with values from `dist`; sorted
+    along `along` when `sort`; laid out as `layout` (see with_layout)."""
+
+    def make(s: tuple[int, ...]) -> torch.Tensor:
+        return draw_index_values(math.prod(s), n, dist, g).view(s)
+
+    # Draw in the final logical order, then sort, then re-lay out: layout must
+    # not change the values.
+    index = make(shape)
+    if sort and index.numel() > 0:
+        index = index.sort(dim=along).values
+    holder = with_layout(lambda s: torch.empty(s, dtype=torch.int64), shape, layout, g, device)
+    return holder.copy_(index)
+
+
+# --------------------------------------------------------------------------- references
+
+
+def broadcast_index(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
+    """torch_scatter's index broadcast, written out (docs/ops.md): a 1-D index
+    is laid along ``dim``; missing trailing dimensions are appended; size-1
+    dimensions are expanded to src's sizes."""
+    dim = dim % src.dim()
+    if index.dim() == 1:
+        index = index.view([1] * dim + [-1])
+    while index.dim() < src.dim():
+        index = index.unsqueeze(-1)
+    return index.expand(src.shape)
+
+
+def default_dim_size(index: torch.Tensor, src: torch.Tensor, dim: int) -> int:
+    """docs/ops.md (torch_scatter's rule): ``max + 1`` over the index broadcast
+    to src, so 0 when src or the index is empty."""
+    full = broadcast_index(index, src, dim % src.dim())
+    return int(full.max()) + 1 if full.numel() > 0 else 0
+
+
+@dataclass
+class ScatterReference:
+    value: torch.Tensor  # float64 / int64, not rounded back to src's dtype
+    count: torch.Tensor  # float64: number of terms summed into each slot
+    mag: torch.Tensor  # float64: sum of |term| per slot
+
+
+def scatter_reference(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: Optional[int],
+                      out: Optional[torch.Tensor], keep: Optional[torch.Tensor] = None) -> ScatterReference:
+    """Plain-PyTorch scatter-sum of `src` (plus `out`'s initial value) in
+    float64/int64, with per-slot term counts and magnitudes for the tolerance.
+    `keep` (src's shape, bool) drops the terms whose index is out of range, as
+    the CUDA kernels do; their index is clamped so scatter_add_ accepts it."""
+    d = dim % src.dim()
+    wide = torch.float64 if src.dtype.is_floating_point else torch.int64
+    if out is not None:
+        n = out.size(d)
+        base = out.to(wide, copy=True)
+        count = torch.ones(out.shape, dtype=torch.float64, device=src.device)
+        mag = out.to(torch.float64, copy=True).abs()
+    else:
+        n = default_dim_size(index, src, dim) if dim_size is None else dim_size
+        shape = list(src.shape)
+        shape[d] = n
+        base = torch.zeros(shape, dtype=wide, device=src.device)
+        count = torch.zeros(shape, dtype=torch.float64, device=src.device)
+        mag = torch.zeros(shape, dtype=torch.float64, device=src.device)
+    full = broadcast_index(index, src, d)
+    terms = src.to(wide)
+    ones = torch.ones(src.shape, dtype=torch.float64, device=src.device)
+    if keep is not None:
+        full = full.clamp(0, max(n - 1, 0))
+        terms = torch.where(keep, terms, torch.zeros_like(terms))
+        ones = ones * keep
+    if src.numel() > 0:
+        base.scatter_add_(d, full, terms)
+        count.scatter_add_(d, full, ones)
+        mag.scatter_add_(d, full, terms.to(torch.float64).abs())
+    return ScatterReference(base, count, mag)
+
+
+def gamma(k: torch.Tensor, u: float) -> torch.Tensor:
+    """Higham's gamma_k = k u / (1 - k u): relative error bound of a k-term sum."""
+    return k * u / (1 - k * u)
+
+
+def ulp(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Spacing of `dtype` at |x| (float64), subnormal spacing below the normal
+    range. frexp gives the exponent exactly (log2 may round up just below a
+    power of two)."""
+    info = torch.finfo(dtype)
+    x = x.to(torch.float64).abs().clamp_min(info.tiny)
+    _, exponent = torch.frexp(x)
+    return info.eps * torch.pow(2.0, (exponent - 1).to(torch.float64))
+
+
+def assert_scatter_matches(actual: torch.Tensor, ref: ScatterReference, dtype: torch.dtype,
+                           context: str) -> None:
+    """`actual` is within the module docstring's bound of the reference."""
+    assert actual.dtype == dtype, context
+    assert actual.shape == ref.value.shape, f"{context}: shape {tuple(actual.shape)} != {tuple(ref.value.shape)}"
+    if not dtype.is_floating_point:
+        torch.testing.assert_close(actual, ref.value.to(dtype), rtol=0, atol=0, msg=lambda m: f"{context}\n{m}")
+        return
+    assert torch.isfinite(actual).all(), f"{context}: non-finite result from finite inputs"
+    got = actual.to(torch.float64)
+    u_acc = 2.0**-53 if dtype == torch.float64 else 2.0**-24  # half types accumulate in float32
+    tol = (gamma(ref.count, u_acc) + gamma(ref.count, 2.0**-53)) * ref.mag
+    if dtype in (torch.float16, torch.bfloat16):
+        tol = tol + 0.5 * ulp(got, dtype)
+    err = (got - ref.value).abs()
+    bad = err > tol
+    if bad.any():
+        where = tuple(int(i) for i in torch.nonzero(bad)[0])
+        raise AssertionError(
+            f"{context}: {int(bad.sum())} of {bad.numel()} elements off; first at {where}: "
+            f"actual {float(got[where])!r}, expected {float(ref.value[where])!r}, "
+            f"tolerance {float(tol[where])!r}, terms {int(ref.count[where])}"
+        )
+
+
+# --------------------------------------------------------------------------- add
+
+
+@st.composite
+def add_cases(draw):
+    """Two broadcastable shapes (0-d and zero-size dims included), two dtypes
+    (any pair: type promotion), layouts, a value scale and a seed."""
+    rank = draw(st.integers(0, 4))
+    full = [draw(st.integers(0, 5)) for _ in range(rank)]
+
+    def operand_shape() -> tuple[int, ...]:
+        r = draw(st.integers(0, rank))
+        tail = full[rank - r:]
+        return tuple(1 if draw(st.booleans()) else s for s in tail)
+
+    shape_a, shape_b = operand_shape(), operand_shape()
+    dtype_a = draw(st.sampled_from(ADD_DTYPES))
+    dtype_b = draw(st.sampled_from(ADD_DTYPES))
+    layouts = st.sampled_from(["contiguous", "strided", "permuted"])
+    # 1e5 overflows float16 now and then: inf and nan results are compared too.
+    scale = draw(st.sampled_from([1.0, 1e-3, 1e3, 1e5, 1e-6]))
+    return dict(shape_a=shape_a, shape_b=shape_b, dtype_a=dtype_a, dtype_b=dtype_b,
+                layout_a=draw(layouts), layout_b=draw(layouts), scale=scale,
+                seed=draw(st.integers(0, 2**32 - 1)))
+
+
+def build_add_operands(case: dict, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    g = generator(case["seed"])
+
+    def operand(shape, dtype, layout):
+        rng = ADD_INT_RANGES.get(dtype, (0, 1))
+        make = lambda s: random_values(s, dtype, g, case["scale"], rng)  # noqa: E731
+        return with_layout(make, shape, layout if len(shape) > 0 else "contiguous", g, device)
+
+    a = operand(case["shape_a"], case["dtype_a"], case["layout_a"])
+    b = operand(case["shape_b"], case["dtype_b"], case["layout_b"])
+    return a, b
+
+
+def assert_bitwise(actual: torch.Tensor, expected: torch.Tensor, context: str) -> None:
+    """Same shape, dtype, device and values; NaN where expected is NaN; for
+    floats the same sign of zero (signbit compared everywhere but NaN)."""
+    assert actual.shape == expected.shape, context
+    assert actual.dtype == expected.dtype, context
+    assert actual.device == expected.device, context
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True,
+                               msg=lambda m: f"{context}\n{m}")
+    if expected.dtype.is_floating_point:
+        not_nan = ~torch.isnan(expected)
+        assert torch.equal(torch.signbit(actual)[not_nan], torch.signbit(expected)[not_nan]), (
+            f"{context}: sign of zero differs"
+        )
+
+
+@settings(max_examples=500, **PROPERTY)
+@given(case=add_cases())
+def test_add_matches_torch(case: dict, device: str) -> None:
+    a, b = build_add_operands(case, device)
+    expected = a + b
+    assert_bitwise(torchplug.add(a, b), expected, f"add {case}")
+    assert_bitwise(torchplug.add(b, a), b + a, f"add swapped {case}")
+
+
+# --------------------------------------------------------------------------- scatter_sum
+
+
+@st.composite
+def scatter_cases(draw, index_kinds=("1d", "full"), max_rank: int = 4, max_e: int = 40,
+                  max_other: int = 4, max_slots: int = 12, out_of_range: bool = False,
+                  scales: tuple[float, ...] = (1.0, 1e-3, 1e2), min_rank: int = 1, min_e: int = 0,
+                  min_other: int = 0):
+    """One scatter_sum call: src shape (zero-size dims included), dim (negative
+    too), dtype, index kind and distribution, out= / dim_size, layouts."""
+    rank = draw(st.integers(min_rank, max_rank))
+    dim = draw(st.integers(-rank, rank - 1))
+    d = dim % rank
+    shape = [draw(st.integers(min_other, max_other)) for _ in range(rank)]
+    shape[d] = draw(st.integers(min_e, max_e))
+    kind = draw(st.sampled_from(index_kinds))
+    index_shape = list(shape)
+    if kind == "1d":
+        index_shape = [shape[d]]
+    elif kind == "broadcast":
+        # A prefix of src's shape through dim at least, other dims set to 1 at
+        # random (torch_scatter broadcasting: trailing dims added, 1s expanded).
+        keep = draw(st.integers(d + 1, rank))
+        index_shape = [1 if (i != d and draw(st.booleans())) else s for i, s in enumerate(shape[:keep])]
+    return dict(
+        shape=tuple(shape), dim=dim, kind=kind, index_shape=tuple(index_shape),
+        dtype=draw(st.sampled_from(SCATTER_DTYPES)),
+        slots=draw(st.integers(1, max_slots)),
+        dist=draw(st.sampled_from(["uniform", "powerlaw", "all-equal"])),
+        sort=draw(st.booleans()),
+        # out=: none, or out given (with dim_size too, or not), in a layout.
+        out=draw(st.sampled_from([None, "contiguous", "strided", "permuted"])),
+        pass_dim_size=draw(st.booleans()),
+        extra=draw(st.integers(0, 3)),  # dim_size - (max + 1)
+        src_layout=draw(st.sampled_from(["contiguous", "strided", "permuted"])),
+        index_layout=draw(st.sampled_from(["contiguous", "strided", "permuted"])),
+        # 1e-6 puts float16 values in its subnormal range.
+        scale=draw(st.sampled_from(list(scales) + [1e-6])),
+        bad_fraction=draw(st.sampled_from([0.05, 0.3, 1.0])) if out_of_range else 0.0,
+        seed=draw(st.integers(0, 2**32 - 1)),
+    )
+
+
+def build_scatter_inputs(case: dict, device: str):
+    """(src, index, dim_size, out or None) on `device` for a drawn case."""
+    g = generator(case["seed"])
+    dtype = case["dtype"]
+    int_range = (-1000, 1000) if dtype == torch.int32 else (-(2**40), 2**40)
+    shape, dim = case["shape"], case["dim"]
+    d = dim % len(shape)
+    make_src = lambda s: random_values(s, dtype, g, case["scale"], int_range)  # noqa: E731
+    src = with_layout(make_src, shape, case["src_layout"], g, device)
+    index_dim = 0 if case["kind"] == "1d" else d
+    index = make_index(case["index_shape"], index_dim, case["slots"], case["dist"], case["sort"],
+                       case["index_layout"], g, device)
+    if case["bad_fraction"] > 0 and index.numel() > 0:
+        # Replace some values with out-of-range ones (negative or >= slots),
+        # then sort again if the case is sorted: sorted indices with leading
+        # negatives are a path of their own on CUDA.
+        n = case["slots"]
+        bad = torch.rand(index.shape, generator=g) < case["bad_fraction"]
+        wild = torch.where(torch.rand(index.shape, generator=g) < 0.5,
+                           -torch.randint(1, 4, index.shape, generator=g),
+                           n + case["extra"] + torch.randint(0, 4, index.shape, generator=g))
+        values = torch.where(bad, wild, index.cpu())
+        if case["sort"]:
+            values = values.sort(dim=index_dim).values
+        index = index.copy_(values)  # keeps the layout (and the device)
+    dim_size = default_dim_size(index, src, dim) + case["extra"]
+    if case["bad_fraction"] > 0:
+        dim_size = case["slots"] + case["extra"]
+    out = None
+    if case["out"] is not None:
+        out_shape = list(shape)
+        out_shape[d] = dim_size
+        out = with_layout(make_src, tuple(out_shape), case["out"], g, device)
+    return src, index, dim_size, out
+
+
+def run_scatter(case: dict, device: str) -> None:
+    src, index, dim_size, out = build_scatter_inputs(case, device)
+    dim = case["dim"]
+    context = (f"scatter_sum {case}; src {tuple(src.shape)} {tuple(src.stride())}, "
+               f"index {tuple(index.shape)} {tuple(index.stride())}")
+    if out is None:
+        size_arg = dim_size if case["pass_dim_size"] else None
+        ref = scatter_reference(src, index, dim, size_arg, None)
+        actual = torchplug.scatter_sum(src, index, dim, dim_size=size_arg)
+        assert actual.device == src.device, context
+        assert_scatter_matches(actual, ref, src.dtype, context)
+        return
+    # out=: accumulated in place, returned, written through the caller's view.
+    ref = scatter_reference(src, index, dim, None, out)
+    backing = out._base if out._base is not None else out
+    backing_before = backing.clone()
+    ptr = out.data_ptr()
+    size_arg = dim_size if case["pass_dim_size"] else None
+    result = torchplug.scatter_sum(src, index, dim, out=out, dim_size=size_arg)
+    assert result is out, context
+    assert out.data_ptr() == ptr, context
+    assert_scatter_matches(out, ref, src.dtype, context)
+    # Only the elements of the view changed in the backing storage.
+    expected_backing = backing_before.clone()
+    if out._base is not None:
+        # Rebuild the view on the copy with the same geometry, write the result there.
+        expected_backing.as_strided(out.shape, out.stride(), out.storage_offset()).copy_(out)
+        torch.testing.assert_close(backing, expected_backing, rtol=0, atol=0, equal_nan=True,
+                                   msg=lambda m: f"{context}: write outside the out= view\n{m}")
+
+
+@settings(max_examples=500, **PROPERTY)
+@given(case=scatter_cases())
+def test_scatter_sum_matches_reference(case: dict, device: str) -> None:
+    """1-D and full-shape index; every dtype; with and without out= / dim_size."""
+    run_scatter(case, device)
+
+
+def _case(**fields) -> dict:
+    """A scatter case spelled out (for @example), defaults for what is not given."""
+    case = dict(dim=0, kind="broadcast", dtype=torch.float32, slots=3, dist="uniform", sort=False,
+                out=None, pass_dim_size=False, extra=0, src_layout="contiguous",
+                index_layout="contiguous", scale=1.0, bad_fraction=0.0, seed=0)
+    case.update(fields)
+    return case
+
+
+@settings(max_examples=500, **PROPERTY)
+@given(case=scatter_cases(index_kinds=("broadcast",)))
+# Found by this property with more examples: an index of shape [1, 1, 2] over a
+# src of shape [1, 0, 2] (dim 0), dim_size left to the default.
+@example(case=_case(shape=(1, 0, 2), index_shape=(1, 1, 2)))
+def test_scatter_sum_broadcast_index(case: dict, device: str) -> None:
+    """Index shapes that broadcast to src: a prefix of src's shape (trailing
+    dims added) with size-1 dims (expanded)."""
+    run_scatter(case, device)
+
+
+@settings(max_examples=40, **PROPERTY)
+@given(case=scatter_cases(index_kinds=("1d", "1d", "full"), min_rank=2, max_rank=3, min_e=6000,
+                          max_e=8000, min_other=6, max_other=12, max_slots=3000, scales=(1.0, 1e-3)))
+def test_scatter_sum_large(case: dict, device: str) -> None:
+    """Sizes past the CPU kernel's serial cutoff (2**15 source elements), so the
+    multi-threaded schedules run (per-thread private outputs when the output is
+    small against E, row ownership otherwise, column ownership for a full index);
+    on CUDA, rows past the segment kernel's 1024-source limit (row runs)."""
+    run_scatter(case, device)
+
+
+@settings(max_examples=300, **PROPERTY)
+@given(case=scatter_cases(index_kinds=("1d", "full", "broadcast"), out_of_range=True))
+def test_scatter_sum_out_of_range(case: dict, device: str) -> None:
+    """docs/ops.md: on CPU an index value outside [0, dim_size) raises IndexError
+    and nothing is written; on CUDA such values are skipped (with checked mode
+    on, torchplug.set_checks(True), CUDA raises like the CPU). Non-empty src only
+    (what an out-of-range value means for an empty src is not this property's
+    business). Sorted cases sort after corrupting, so negatives lead."""
+    src, index, dim_size, out = build_scatter_inputs(case, device)
+    if src.numel() == 0 or index.numel() == 0:
+        return
+    dim = case["dim"]
+    d = dim % src.dim()
+    full = broadcast_index(index, src, d)
+    keep = (full >= 0) & (full < dim_size)
+    if bool(keep.all()):
+        return  # nothing out of range after all
+    context = f"scatter_sum out-of-range {case}"
+    if device == "cpu" or torchplug.checks_enabled():
+        if out is None:
+            with pytest.raises(IndexError, match="torchplug::scatter_sum.*'index'"):
+                torchplug.scatter_sum(src, index, dim, dim_size=dim_size)
+        else:
+            before = out.clone()
+            with pytest.raises(IndexError, match="torchplug::scatter_sum.*'index'"):
+                torchplug.scatter_sum(src, index, dim, out=out)
+            torch.testing.assert_close(out, before, rtol=0, atol=0, msg=lambda m: f"{context}\n{m}")
+        return
+    if out is None:
+        ref = scatter_reference(src, index, dim, dim_size, None, keep=keep)
+        assert_scatter_matches(torchplug.scatter_sum(src, index, dim, dim_size=dim_size), ref, src.dtype, context)
+    else:
+        ref = scatter_reference(src, index, dim, None, out, keep=keep)
+        torchplug.scatter_sum(src, index, dim, out=out)
+        assert_scatter_matches(out, ref, src.dtype, context)
+    torch.cuda.synchronize()
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+@st.composite
+def add_grad_cases(draw):
+    """add_cases restricted to float dtypes (the differentiable ones)."""
+    case = draw(add_cases())
+    case["dtype_a"] = draw(st.sampled_from(FLOATS))
+    case["dtype_b"] = draw(st.sampled_from(FLOATS))
+    case["scale"] = draw(st.sampled_from([1.0, 1e-3, 1e3]))
+    return case
+
+
+@settings(max_examples=300, **PROPERTY)
+@given(case=add_grad_cases())
+def test_add_grad_matches_torch(case: dict, device: str) -> None:
+    """Each gradient is grad_out summed back to the input's shape and cast to its
+    dtype, the same reduction PyTorch's engine applies to ``a + b``: exact."""
+    a, b = build_add_operands(case, device)
+    a.requires_grad_()
+    b.requires_grad_()
+    out = torchplug.add(a, b)
+    g = generator(case["seed"] + 1)
+    grad_out = random_values(tuple(out.shape), out.dtype, g, 1.0, (0, 1)).to(device)
+    got = torch.autograd.grad(out, (a, b), grad_out)
+    want = torch.autograd.grad(a + b, (a, b), grad_out)
+    for x, gx, wx in zip((a, b), got, want):
+        assert gx.shape == x.shape and gx.dtype == x.dtype
+        assert_bitwise(gx, wx, f"add grad {case}")
+
+
+@settings(max_examples=300, **PROPERTY)
+@given(case=scatter_cases(index_kinds=("1d", "full", "broadcast")).filter(
+    lambda c: c["dtype"].is_floating_point))
+def test_scatter_sum_grad_is_gather(case: dict, device: str) -> None:
+    """d(scatter_sum)/d(src) is grad_out gathered at the broadcast index, and
+    d/d(out) is grad_out itself: both exact (no arithmetic)."""
+    src, index, dim_size, out = build_scatter_inputs(case, device)
+    if src.numel() == 0 and case["kind"] != "1d":
+        # Zero-size src with a full/broadcast index: the forward's own defect
+        # (see test_special_values.py::test_scatter_empty); not this property's.
+        return
+    d = case["dim"] % src.dim()
+    src = src.detach().requires_grad_()
+    g = generator(case["seed"] + 1)
+    if out is None:
+        result = torchplug.scatter_sum(src, index, case["dim"], dim_size=dim_size)
+        inputs = (src,)
+    else:
+        leaf = out.detach().clone().requires_grad_()
+        target = leaf * 1  # a non-leaf that out= may write into
+        result = torchplug.scatter_sum(src, index, case["dim"], out=target)
+        inputs = (src, leaf)
+    grad_out = random_values(tuple(result.shape), src.dtype, g, 1.0, (0, 1)).to(device)
+    grads = torch.autograd.grad(result, inputs, grad_out)
+    want_src = torch.gather(grad_out, d, broadcast_index(index, src, d)) if src.numel() > 0 \
+        else torch.zeros_like(src)
+    assert_bitwise(grads[0], want_src, f"scatter_sum grad src {case}")
+    if out is not None:
+        assert_bitwise(grads[1], grad_out, f"scatter_sum grad out {case}")
