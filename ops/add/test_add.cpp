@@ -7,6 +7,8 @@
 #include <torchplug/core/registry.h>
 #include <torchplug/ops/add.h>
 
+#include "torchplug_testing.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -23,36 +25,8 @@ const std::vector<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloa
                                              at::kDouble, at::kByte,     at::kChar,
                                              at::kShort,  at::kInt,      at::kLong};
 
-// `f` throws `Exception` whose message names every one of `parts`.
-template <typename Exception = c10::Error, typename F>
-::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    const std::string message = e.what_without_backtrace();
-    for (const auto& part : parts) {
-      if (message.find(part) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message lacks \"" << part << "\": " << message;
-      }
-    }
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "wrong exception type: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "nothing was thrown";
-}
-
-::testing::AssertionResult same(const at::Tensor& actual, const at::Tensor& expected) {
-  if (actual.scalar_type() != expected.scalar_type() || actual.sizes() != expected.sizes()) {
-    return ::testing::AssertionFailure()
-           << "got " << actual.scalar_type() << actual.sizes() << ", expected "
-           << expected.scalar_type() << expected.sizes();
-  }
-  if (!torch::equal(actual, expected)) {
-    return ::testing::AssertionFailure() << "\ngot:\n" << actual << "\nexpected:\n" << expected;
-  }
-  return ::testing::AssertionSuccess();
-}
+using torchplug::testing::same;
+using torchplug::testing::throws_with;
 
 // Random values of `dtype`: normal for floating types; for integers in [0, 60),
 // so that sums fit every integer dtype, uint8 and int8 included.

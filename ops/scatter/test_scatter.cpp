@@ -10,6 +10,8 @@
 #include <torchplug/core/registry.h>
 #include <torchplug/ops/scatter.h>
 
+#include "torchplug_testing.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -26,36 +28,8 @@ using torchplug::scatter_sum;
 const std::vector<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat,
                                              at::kDouble, at::kInt,      at::kLong};
 
-// `f` throws `Exception` whose message names every one of `parts`.
-template <typename Exception = c10::Error, typename F>
-::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    const std::string message = e.what_without_backtrace();
-    for (const auto& part : parts) {
-      if (message.find(part) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message lacks \"" << part << "\": " << message;
-      }
-    }
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "wrong exception type: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "nothing was thrown";
-}
-
-::testing::AssertionResult same(const at::Tensor& actual, const at::Tensor& expected) {
-  if (actual.scalar_type() != expected.scalar_type() || actual.sizes() != expected.sizes()) {
-    return ::testing::AssertionFailure()
-           << "got " << actual.scalar_type() << actual.sizes() << ", expected "
-           << expected.scalar_type() << expected.sizes();
-  }
-  if (!torch::equal(actual, expected)) {
-    return ::testing::AssertionFailure() << "\ngot:\n" << actual << "\nexpected:\n" << expected;
-  }
-  return ::testing::AssertionSuccess();
-}
+using torchplug::testing::same;
+using torchplug::testing::throws_with;
 
 // Small integers as `dtype` (see the top of the file).
 at::Tensor values(at::IntArrayRef sizes, at::ScalarType dtype) {
