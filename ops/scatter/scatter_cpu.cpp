@@ -30,31 +30,50 @@ inline void prefetch_row(const acc_t* row, int64_t inner) {
   for (int64_t i = 0; i < inner; i += kLine) __builtin_prefetch(row + i, 1);
 }
 
-// Adds source rows [e_begin, e_end) whose index falls in [first, last) into acc.
+// Which part of the work one thread does: source rows [e_begin, e_end), the
+// output rows [first, last) it may write, columns [col_begin, col_end).
+struct Slice {
+  int64_t e_begin, e_end, first, last, col_begin, col_end;
+};
+
+// Adds the slice's source rows whose index falls in its output rows into acc.
 template <typename scalar_t, typename acc_t>
 void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc,
-              int64_t e_begin, int64_t e_end, int64_t first, int64_t last) {
+              const Slice& s) {
+  const int64_t inner = p.inner;
+  const int64_t width = s.col_end - s.col_begin;
   for (int64_t o = 0; o < p.outer; ++o) {
-    const scalar_t* src_o = src + o * p.E * p.inner;
-    acc_t* acc_o = acc + o * p.N * p.inner;
-    for (int64_t e = e_begin; e < e_end; ++e) {
-      if (e + kPrefetchRows < e_end) {
+    const scalar_t* src_o = src + o * p.E * inner + s.col_begin;
+    acc_t* acc_o = acc + o * p.N * inner + s.col_begin;
+    if (inner == 1) {  // one value a row: prefetching it would cost more than the miss
+      const auto span = static_cast<uint64_t>(s.last - s.first);
+      for (int64_t e = s.e_begin; e < s.e_end; ++e) {
+        const int64_t row = index[e];
+        if (static_cast<uint64_t>(row - s.first) < span) acc_o[row] += static_cast<acc_t>(src_o[e]);
+      }
+      continue;
+    }
+    for (int64_t e = s.e_begin; e < s.e_end; ++e) {
+      if (e + kPrefetchRows < s.e_end) {
         const int64_t ahead = index[e + kPrefetchRows];
-        if (ahead >= first && ahead < last) prefetch_row(acc_o + ahead * p.inner, p.inner);
+        if (ahead >= s.first && ahead < s.last) prefetch_row(acc_o + ahead * inner, width);
       }
       const int64_t row = index[e];
-      if (row < first || row >= last) continue;
-      const scalar_t* from = src_o + e * p.inner;
-      acc_t* to = acc_o + row * p.inner;
-      for (int64_t i = 0; i < p.inner; ++i) to[i] += static_cast<acc_t>(from[i]);
+      if (row < s.first || row >= s.last) continue;
+      const scalar_t* from = src_o + e * inner;
+      acc_t* to = acc_o + row * inner;
+      for (int64_t i = 0; i < width; ++i) to[i] += static_cast<acc_t>(from[i]);
     }
   }
 }
 
-// index is one vector along dim. Two race-free schedules:
+// index is one vector along dim. Three race-free schedules:
+//  - column slices, for wide rows: each thread adds its own 64-byte-aligned
+//    slice of every row's columns. Every source byte is read once, the output
+//    is not copied, and no two threads share a cache line.
 //  - private outputs: each thread sums a slice of the source rows into its own
-//    copy of the output (thread 0 into acc), then the copies are added up. Every
-//    index entry is read once; used while the copies are small.
+//    copy of the output (thread 0 into acc), then the copies are added up. Used
+//    while the copies are small.
 //  - row ownership: each thread owns a range of output rows and walks the whole
 //    index, adding only the rows it owns.
 template <typename scalar_t, typename acc_t>
@@ -62,18 +81,30 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
   const int64_t threads = at::get_num_threads();
   const int64_t out_numel = p.outer * p.N * p.inner;
   if (threads == 1 || p.outer * p.E * p.inner < kSerialElements) {
-    add_rows(p, src, index, acc, 0, p.E, 0, p.N);
+    add_rows(p, src, index, acc, Slice{0, p.E, 0, p.N, 0, p.inner});
+    return;
+  }
+  constexpr int64_t kLine = 64 / sizeof(acc_t);
+  const int64_t lines = p.inner / kLine;
+  if (lines >= threads) {
+    at::parallel_for(0, lines, 1, [&](int64_t line_begin, int64_t line_end) {
+      const int64_t col_end = line_end == lines ? p.inner : line_end * kLine;
+      add_rows(p, src, index, acc, Slice{0, p.E, 0, p.N, line_begin * kLine, col_end});
+    });
     return;
   }
   const int64_t private_bytes = (threads - 1) * out_numel * static_cast<int64_t>(sizeof(acc_t));
   if (private_bytes <= kPrivateBytes && p.N * 4 <= p.E) {
-    const at::Tensor copies = at::zeros({threads - 1, out_numel}, p.src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    const at::Tensor copies = at::zeros(
+        {threads - 1, out_numel}, p.src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
     acc_t* copy = copies.mutable_data_ptr<acc_t>();
     const int64_t chunk = (p.E + threads - 1) / threads;
     at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
       for (int64_t t = t_begin; t < t_end; ++t) {
         acc_t* dst = t == 0 ? acc : copy + (t - 1) * out_numel;
-        add_rows(p, src, index, dst, std::min(p.E, t * chunk), std::min(p.E, (t + 1) * chunk), 0, p.N);
+        const Slice slice{std::min(p.E, t * chunk), std::min(p.E, (t + 1) * chunk), 0, p.N, 0,
+                          p.inner};
+        add_rows(p, src, index, dst, slice);
       }
     });
     at::parallel_for(0, out_numel, 1 << 12, [&](int64_t begin, int64_t end) {
@@ -85,7 +116,7 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
     return;
   }
   at::parallel_for(0, p.N, 1, [&](int64_t first, int64_t last) {
-    add_rows(p, src, index, acc, 0, p.E, first, last);
+    add_rows(p, src, index, acc, Slice{0, p.E, first, last, 0, p.inner});
   });
 }
 

@@ -354,12 +354,22 @@ def test_index_distributions(
     assert_scatter_close(out, src, index, dim, dim_size=N)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("dist", ["random", "all-equal"])
-def test_large_multithreaded(dist: str, dtype: torch.dtype, device: str) -> None:
-    """Big enough (200k x 16) for the CPU kernel to split the work across threads."""
+@pytest.mark.parametrize(
+    "E, F, N",
+    [
+        pytest.param(200_000, 1, 1000, id="one-column"),
+        pytest.param(200_000, 16, 1000, id="private-outputs"),
+        pytest.param(50_000, 40, 1000, id="column-slices-with-tail"),
+        pytest.param(20_000, 100, 300, id="column-slices-odd-width"),
+        pytest.param(50_000, 8, 40_000, id="row-ownership"),
+    ],
+)
+def test_large_multithreaded(E: int, F: int, N: int, dist: str, dtype: torch.dtype, device: str) -> None:
+    """Big enough for the CPU kernel to split the work across threads, one case
+    per schedule it picks (see ops/scatter/scatter_cpu.cpp)."""
     torch.manual_seed(6)
-    E, F, N = 200_000, 16, 1000
     src = make_src((E, F), dtype, device)
     index = make_index(E, N, device, dist)
     out = torchplug.scatter_sum(src, index, 0, dim_size=N)
