@@ -20,7 +20,7 @@ namespace {
 constexpr int64_t kSerialElements = 1 << 15;
 // Destination rows are prefetched this many source rows ahead: random
 // read-modify-writes are latency bound, not bandwidth bound.
-constexpr int64_t kPrefetchRows = 8;
+constexpr int64_t kPrefetchRows = 32;
 // Per-thread private outputs are used while they take at most this many bytes.
 constexpr int64_t kPrivateBytes = int64_t{256} << 20;
 
