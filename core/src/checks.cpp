@@ -1,6 +1,7 @@
 #include "torchplug/core/checks.h"
 
 #include <ATen/ops/aminmax.h>
+#include <ATen/ops/stack.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -79,15 +80,20 @@ void check_index_dtype(const char* op, const char* arg, const at::Tensor& index)
               "' must be an int64 tensor, got ", index.scalar_type());
 }
 
-void check_index_range(const char* op, const char* arg, const at::Tensor& index, int64_t size) {
-  if (index.numel() == 0) return;
+IndexBounds index_bounds(const at::Tensor& index) {
+  if (index.numel() == 0) return {0, -1};
   auto [lo, hi] = at::aminmax(index);
-  const int64_t min = lo.item<int64_t>();
-  const int64_t max = hi.item<int64_t>();
-  TORCH_CHECK_INDEX(min >= 0, op, ": argument '", arg, "' holds the negative value ", min,
-                    "; expected values in [0, ", size, ")");
-  TORCH_CHECK_INDEX(max < size, op, ": argument '", arg, "' holds the value ", max,
-                    ", out of range for size ", size, "; expected values in [0, ", size, ")");
+  const auto both = at::stack({lo, hi}).to(at::kLong).cpu();
+  return {both.const_data_ptr<int64_t>()[0], both.const_data_ptr<int64_t>()[1]};
+}
+
+void check_index_range(const char* op, const char* arg, IndexBounds bounds, int64_t size) {
+  if (bounds.max < bounds.min) return;  // empty
+  TORCH_CHECK_INDEX(bounds.min >= 0, op, ": argument '", arg, "' holds the negative value ",
+                    bounds.min, "; expected values in [0, ", size, ")");
+  TORCH_CHECK_INDEX(bounds.max < size, op, ": argument '", arg, "' holds the value ", bounds.max,
+                    ", out of range for an output of size ", size, "; expected values in [0, ",
+                    size, ")");
 }
 
 namespace {

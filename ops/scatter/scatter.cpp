@@ -14,9 +14,7 @@
 
 #include <ATen/OpMathType.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
@@ -71,19 +69,9 @@ ScatterProblem describe(const at::Tensor& src, const at::Tensor& index, int64_t 
   // CPU kernels always validate; CUDA kernels skip bad values unless checked mode is on.
   const bool validate = src.device().is_cpu() || core::cuda_checks_enabled();
   if (dim_size < 0 || validate) {
-    int64_t min = 0, max = -1;
-    if (problem.index.numel() > 0) {
-      auto [lo, hi] = at::aminmax(problem.index);
-      const auto extremes = at::stack({lo, hi}).cpu();  // one synchronisation on CUDA
-      min = extremes.const_data_ptr<int64_t>()[0];
-      max = extremes.const_data_ptr<int64_t>()[1];
-    }
-    if (dim_size < 0) dim_size = max + 1;
-    if (validate) {
-      TORCH_CHECK_INDEX(min >= 0, kOp, ": argument 'index' holds the negative value ", min);
-      TORCH_CHECK_INDEX(max < dim_size, kOp, ": argument 'index' holds the value ", max,
-                        ", out of range for an output of size ", dim_size, " along dim ", dim);
-    }
+    const auto bounds = core::index_bounds(problem.index);
+    if (dim_size < 0) dim_size = bounds.max + 1;
+    if (validate) core::check_index_range(kOp, "index", bounds, dim_size);
   }
   problem.N = dim_size;
   return problem;

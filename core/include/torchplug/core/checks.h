@@ -36,9 +36,16 @@ void check_same_dtype(const char* op, NamedTensor a, NamedTensor b);
 // Index tensors are int64, as in torch.gather / scatter_add_.
 void check_index_dtype(const char* op, const char* arg, const at::Tensor& index);
 
-// Every value of `index` lies in [0, size). Reads the values, so it synchronises
-// with the device when `index` is on one; the message names the first bad value.
-void check_index_range(const char* op, const char* arg, const at::Tensor& index, int64_t size);
+// The smallest and largest value of an index, {0, -1} when it is empty. Reads
+// the values: one pass, and one synchronisation when `index` is on a device.
+struct IndexBounds {
+  int64_t min;
+  int64_t max;
+};
+IndexBounds index_bounds(const at::Tensor& index);
+
+// Every value lies in [0, size); the IndexError names the offending extreme.
+void check_index_range(const char* op, const char* arg, IndexBounds bounds, int64_t size);
 
 // Checked mode for CUDA kernels: validate index values (one synchronising pass
 // over the index) before anything is written, and raise on a bad one. CPU
