@@ -83,7 +83,7 @@ void check_index_dtype(const char* op, const char* arg, const at::Tensor& index)
 IndexBounds index_bounds(const at::Tensor& index) {
   if (index.numel() == 0) return {0, -1};
   auto [lo, hi] = at::aminmax(index);
-  const auto both = at::stack({lo, hi}).to(at::kLong).cpu();
+  const auto both = at::stack({lo, hi}).cpu();
   return {both.const_data_ptr<int64_t>()[0], both.const_data_ptr<int64_t>()[1]};
 }
 

@@ -119,6 +119,24 @@ ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const 
   return problem;
 }
 
+at::Tensor call_scatter_sum(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                            std::optional<c10::SymInt> dim_size) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("torchplug::scatter_sum", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
+                                         std::optional<c10::SymInt>)>();
+  return op.call(src, index, dim, std::move(dim_size));
+}
+
+void call_scatter_sum_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
+                       int64_t dim) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("torchplug::scatter_sum_", "")
+          .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>();
+  op.call(out, src, index, dim);
+}
+
 void finish_inplace(const ScatterProblem& problem, const at::Tensor& out) {
   if (!problem.out.is_same(out)) out.copy_(problem.out);
 }
@@ -129,7 +147,8 @@ at::Tensor accumulator(const ScatterProblem& problem) {
     if (!problem.accumulate) problem.out.zero_();
     return problem.out;
   }
-  return problem.accumulate ? problem.out.to(dtype) : at::zeros_like(problem.out, problem.out.options().dtype(dtype));
+  return problem.accumulate ? problem.out.to(dtype)
+                            : at::zeros_like(problem.out, problem.out.options().dtype(dtype));
 }
 
 void store_accumulator(const ScatterProblem& problem, const at::Tensor& acc) {
@@ -140,26 +159,18 @@ void store_accumulator(const ScatterProblem& problem, const at::Tensor& acc) {
 
 at::Tensor scatter_sum(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                        const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size) {
-  if (out.has_value()) {
-    const int64_t d = core::normalize_dim(scatter_detail::kOp, dim, src.dim());
-    TORCH_CHECK(!dim_size || out->dim() <= d || *dim_size == out->size(d), scatter_detail::kOp,
-                ": argument 'dim_size' (", dim_size.value_or(0), ") disagrees with out.size(", d,
-                ") (", out->dim() > d ? out->size(d) : 0, ")");
-    static auto inplace =
-        c10::Dispatcher::singleton()
-            .findSchemaOrThrow("torchplug::scatter_sum_", "")
-            .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>();
-    inplace.call(*out, src, index, dim);
-    return *out;
+  if (!out.has_value()) {
+    std::optional<c10::SymInt> size;
+    if (dim_size) size = c10::SymInt(*dim_size);
+    return scatter_detail::call_scatter_sum(src, index, dim, std::move(size));
   }
-  static auto functional =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("torchplug::scatter_sum", "")
-          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
-                            std::optional<c10::SymInt>)>();
-  std::optional<c10::SymInt> size;
-  if (dim_size) size = c10::SymInt(*dim_size);
-  return functional.call(src, index, dim, size);
+  const int64_t d = core::normalize_dim(scatter_detail::kOp, dim, src.dim());
+  if (dim_size && out->dim() > d) {  // an out of the wrong rank is the op's to refuse
+    TORCH_CHECK(*dim_size == out->size(d), scatter_detail::kOp, ": argument 'dim_size' (",
+                *dim_size, ") disagrees with out.size(", d, ") (", out->size(d), ")");
+  }
+  scatter_detail::call_scatter_sum_(*out, src, index, dim);
+  return *out;
 }
 
 }  // namespace torchplug

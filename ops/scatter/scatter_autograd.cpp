@@ -6,13 +6,10 @@
 // CUDA kernels outside checked mode skip index values outside [0, N): those
 // src elements get a zero gradient, and backward never gathers out of bounds.
 
-#include "scatter.h"
-
 #include "scatter_kernel.h"
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -30,7 +27,6 @@ using torch::autograd::variable_list;
 // as a view), src's shape, dim, and whether every index value was validated.
 void save_index(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& index, int64_t dim) {
   dim = core::normalize_dim(kOp, dim, src.dim());
-  core::broadcast(kOp, index, src, dim);  // shape errors surface before the op runs
   ctx->save_for_backward({index});
   ctx->saved_data["dim"] = dim;
   ctx->saved_data["src_sizes"] = src.sym_sizes();
@@ -58,11 +54,7 @@ class ScatterSumFunction : public torch::autograd::Function<ScatterSumFunction> 
                           int64_t dim, std::optional<c10::SymInt> dim_size) {
     save_index(ctx, src, index, dim);
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("torchplug::scatter_sum", "")
-                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
-                                           std::optional<c10::SymInt>)>();
-    return op.call(src, index, dim, std::move(dim_size));
+    return call_scatter_sum(src, index, dim, std::move(dim_size));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -77,11 +69,7 @@ class ScatterSumInplaceFunction : public torch::autograd::Function<ScatterSumInp
     save_index(ctx, src, index, dim);
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
-      static auto op =
-          c10::Dispatcher::singleton()
-              .findSchemaOrThrow("torchplug::scatter_sum_", "")
-              .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>();
-      op.call(out, src, index, dim);
+      call_scatter_sum_(out, src, index, dim);
     }
     ctx->mark_dirty({out});
     return out;

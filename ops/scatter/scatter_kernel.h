@@ -4,12 +4,19 @@
 // CUDA kernels, and the steps around them shared by both devices.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/SymInt.h>
 
 #include <optional>
 
 namespace torchplug::scatter_detail {
 
 inline constexpr const char* kOp = "torchplug::scatter_sum";
+
+// The two ops through the dispatcher, for the C++ API and the autograd kernels.
+at::Tensor call_scatter_sum(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                            std::optional<c10::SymInt> dim_size);
+void call_scatter_sum_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
+                       int64_t dim);
 
 // src viewed as [outer, E, inner] summed into out viewed as [outer, N, inner].
 // A kernel leaves out = (accumulate ? out : 0) + scatter_sum(src).

@@ -23,21 +23,22 @@ def free_gib() -> float:
     return torch.cuda.mem_get_info()[0] / 2**30 if torch.cuda.is_available() else 0.0
 
 
-@pytest.fixture
-def checks_off():
-    """Checked mode off for the test, restored afterwards."""
+def _checks(enabled: bool):
+    """Checked mode set for the test, restored afterwards."""
     before = torchplug.checks_enabled()
-    torchplug.set_checks(False)
+    torchplug.set_checks(enabled)
     yield
     torchplug.set_checks(before)
+
+
+@pytest.fixture
+def checks_off():
+    yield from _checks(False)
 
 
 @pytest.fixture
 def checks_on():
-    before = torchplug.checks_enabled()
-    torchplug.set_checks(True)
-    yield
-    torchplug.set_checks(before)
+    yield from _checks(True)
 
 
 def bad_index(E: int, N: int) -> torch.Tensor:
