@@ -7,8 +7,9 @@
 # Builds with CUDA and the test suites (GoogleTest from .deps/googletest when
 # the machine has none), then runs ctest, pytest (CUDA cases included), the GCN
 # example on CUDA, compute-sanitizer (memcheck, racecheck) over
-# tests/cuda_sanitizer_workload.py and the benchmark harness. The benchmark's
-# table, JSON and plot land in OUT_DIR; every log in OUT_DIR/logs.tar.gz.
+# tests/cuda_sanitizer_workload.py, the benchmark harness and the per-kernel
+# breakdown (scripts/kernel_breakdown.py). The benchmark's table, JSON and plot
+# and the breakdown land in OUT_DIR; every log in OUT_DIR/logs.tar.gz.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,6 +50,8 @@ if [[ "$WHAT" == bench || "$WHAT" == all ]]; then
   run python3 -m torchplug.bench --device cuda --json "$OUT/bench-cuda.json" \
     --plot "$OUT/bench-cuda.png" > "$OUT/bench.txt" 2> "$LOGS/bench.err"
   cat "$OUT/bench.txt"
+  run python3 "$ROOT/scripts/kernel_breakdown.py" > "$OUT/breakdown.txt" 2>> "$LOGS/bench.err"
+  cat "$OUT/breakdown.txt"
 fi
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"
 exit $status

@@ -183,13 +183,18 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
   }
 }
 
-// perm[rowptr[row] ...] = the entries naming row, in arbitrary order.
+// perm[rowptr[row] ...] = the entries naming row, in arbitrary order. Counts
+// each row's entries back down to zero on the way: the counts are the cursors.
 template <typename offset_t>
 __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
-                                 offset_t* __restrict__ cursor, offset_t* __restrict__ perm) {
+                                 const offset_t* __restrict__ rowptr, offset_t* __restrict__ counts,
+                                 offset_t* __restrict__ perm) {
   TORCHPLUG_GRID_STRIDE_LOOP(e, E) {
     const int64_t row = index[e];
-    if (row >= 0 && row < N) perm[core::fetch_add(cursor + row, offset_t{1})] = static_cast<offset_t>(e);
+    if (row >= 0 && row < N) {
+      const offset_t left = core::fetch_add(counts + row + 1, offset_t{-1});
+      perm[rowptr[row] + left - 1] = static_cast<offset_t>(e);
+    }
   }
 }
 
@@ -317,10 +322,9 @@ void csr_sum(const ScatterProblem& p) {
 
   at::Tensor perm;
   if (!sorted) {
-    at::Tensor cursor = rowptr.narrow(0, 0, p.N).clone();
     perm = at::empty({p.E}, offset_options);
     core::launch(fill_perm_kernel<offset_t>, p.E, index, p.E, p.N,
-                 cursor.mutable_data_ptr<offset_t>(), perm.mutable_data_ptr<offset_t>());
+                 rowptr.const_data_ptr<offset_t>(), stats_ptr, perm.mutable_data_ptr<offset_t>());
   }
   const offset_t* perm_ptr = sorted ? nullptr : perm.const_data_ptr<offset_t>();
   if (max_degree > kMaxSegment) {
@@ -383,7 +387,6 @@ namespace {
 
 at::Tensor scatter_sum_cuda(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                             std::optional<c10::SymInt> dim_size) {
-  core::check_same_device(kOp, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
   std::optional<int64_t> size;
   if (dim_size) size = dim_size->expect_int();
   TORCHPLUG_CHECK_CUDA(kOp, src);
@@ -395,7 +398,6 @@ at::Tensor scatter_sum_cuda(const at::Tensor& src, const at::Tensor& index, int6
 
 void scatter_sum_inplace_cuda(const at::Tensor& out, const at::Tensor& src,
                               const at::Tensor& index, int64_t dim) {
-  core::check_same_device(kOp, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
   TORCHPLUG_CHECK_CUDA(kOp, src);
   const c10::cuda::CUDAGuard guard(src.device());
   const auto problem = plan_inplace(out, src, index, dim);

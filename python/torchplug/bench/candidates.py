@@ -26,6 +26,9 @@ except ImportError:
 #: The candidate the ratios are taken against.
 TORCHPLUG = "torchplug"
 
+#: torchplug with checked mode on: its ratio is what the checks cost.
+CHECKED = "torchplug checked"
+
 _EXPANDED = "expanded index prebuilt (stride-0 view)"
 _LENGTHS = "given segment lengths (prebuilt)"
 
@@ -50,6 +53,20 @@ class Lineup:
     reference: str
 
 
+def _checked(call: Callable[[], Tensor]) -> Callable[[], Tensor]:
+    """``call`` with checked mode on, restored afterwards."""
+
+    def run() -> Tensor:
+        before = torchplug.checks_enabled()
+        torchplug.set_checks(True)
+        try:
+            return call()
+        finally:
+            torchplug.set_checks(before)
+
+    return run
+
+
 def _scatter_lineup(workload: ScatterWorkload, device: torch.device) -> Lineup:
     """torchplug.scatter_sum against index_add_, scatter_add_, scatter_reduce_,
     segment_reduce (sorted index only) and torch_scatter (when installed)."""
@@ -62,6 +79,16 @@ def _scatter_lineup(workload: ScatterWorkload, device: torch.device) -> Lineup:
     expanded = index.view(-1, 1).expand_as(src)
     candidates = [
         Candidate(TORCHPLUG, lambda: torchplug.scatter_sum(src, index, dim=0, dim_size=n)),
+    ]
+    if device.type == "cuda":  # CPU kernels always validate the index
+        candidates.append(
+            Candidate(
+                CHECKED,
+                _checked(lambda: torchplug.scatter_sum(src, index, dim=0, dim_size=n)),
+                "checked mode: index validated first (torchplug.set_checks)",
+            )
+        )
+    candidates += [
         Candidate("index_add_", lambda: zeros().index_add_(0, index, src)),
         Candidate("scatter_add_", lambda: zeros().scatter_add_(0, expanded, src), _EXPANDED),
         Candidate(
