@@ -157,8 +157,8 @@ __global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
 
 // counts[row + 1] = how many entries of index name row, one atomic per run of
 // equal rows in a warp; *unsorted = 1 if some index[e] > index[e + 1] or some
-// value lies outside [0, N). Each thread keeps kCountUnroll loads in flight (a
-// single load per thread leaves the pass latency bound), and each block
+// value lies outside [0, N). Each thread keeps kCountUnroll loads in flight (one
+// load per thread leaves the pass latency bound), and each block
 // writes the flag at most once (a write per warp makes one address hot).
 constexpr int kCountUnroll = 4;
 
@@ -198,13 +198,29 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
 }
 
 // perm[rowptr[row] ...] = the entries naming row, in arbitrary order; cursor
-// starts as a copy of rowptr.
+// starts as a copy of rowptr. kCountUnroll entries per thread, so that as many
+// returning atomics are in flight.
 template <typename offset_t>
 __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
                                  offset_t* __restrict__ cursor, offset_t* __restrict__ perm) {
-  TORCHPLUG_GRID_STRIDE_LOOP(e, E) {
-    const int64_t row = index[e];
-    if (row >= 0 && row < N) perm[core::fetch_add(cursor + row, offset_t{1})] = static_cast<offset_t>(e);
+  const int64_t span = static_cast<int64_t>(blockDim.x) * kCountUnroll;
+  for (int64_t base = blockIdx.x * span; base < E; base += gridDim.x * span) {
+    int64_t rows[kCountUnroll];
+    offset_t slots[kCountUnroll];
+#pragma unroll
+    for (int u = 0; u < kCountUnroll; ++u) {
+      const int64_t e = base + u * blockDim.x + threadIdx.x;
+      rows[u] = e < E ? index[e] : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kCountUnroll; ++u) {
+      if (rows[u] >= 0 && rows[u] < N) slots[u] = core::fetch_add(cursor + rows[u], offset_t{1});
+    }
+#pragma unroll
+    for (int u = 0; u < kCountUnroll; ++u) {
+      const int64_t e = base + u * blockDim.x + threadIdx.x;
+      if (rows[u] >= 0 && rows[u] < N) perm[slots[u]] = static_cast<offset_t>(e);
+    }
   }
 }
 
@@ -338,7 +354,7 @@ void csr_sum(const ScatterProblem& p) {
   if (!sorted) {
     at::Tensor cursor = rowptr.narrow(0, 0, p.N).clone();
     perm = at::empty({p.E}, offset_options);
-    core::launch(fill_perm_kernel<offset_t>, p.E, index, p.E, p.N,
+    core::launch(fill_perm_kernel<offset_t>, count_threads, index, p.E, p.N,
                  cursor.mutable_data_ptr<offset_t>(), perm.mutable_data_ptr<offset_t>());
   }
   const offset_t* perm_ptr = sorted ? nullptr : perm.const_data_ptr<offset_t>();
