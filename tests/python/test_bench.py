@@ -113,3 +113,28 @@ def test_guard_rejects_a_wrong_output_and_accepts_a_reordered_sum() -> None:
     assert not matches(wrong, reference, terms)
     assert not matches(reference[:99], reference, terms)
     assert not matches(reference.double(), reference, terms)
+
+
+@pytest.mark.parametrize("before", [False, True])
+def test_checked_candidate_turns_checks_on_and_restores_them(before: bool) -> None:
+    from torchplug.bench.candidates import _checked
+
+    previous = torchplug.checks_enabled()
+    torchplug.set_checks(before)
+    try:
+        seen = _checked(lambda: torch.tensor(torchplug.checks_enabled()))()
+        assert bool(seen) and torchplug.checks_enabled() == before
+        with pytest.raises(ValueError):
+            _checked(lambda: (_ for _ in ()).throw(ValueError("boom")))()
+        assert torchplug.checks_enabled() == before
+    finally:
+        torchplug.set_checks(previous)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="checked candidate is CUDA only")
+def test_cuda_lineup_has_the_checked_candidate() -> None:
+    from torchplug.bench.candidates import CHECKED, TORCHPLUG, lineup
+    from torchplug.bench.workloads import ScatterWorkload
+
+    names = [c.name for c in lineup(ScatterWorkload(1000, 4, 50), torch.device("cuda")).candidates]
+    assert names[:2] == [TORCHPLUG, CHECKED]
