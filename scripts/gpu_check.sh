@@ -6,7 +6,7 @@
 #
 # Builds with CUDA and the test suites (GoogleTest from .deps/googletest when
 # the machine has none), then runs ctest, pytest (CUDA cases included), the GCN
-# example on CUDA, compute-sanitizer (memcheck, racecheck) over
+# example on CUDA, compute-sanitizer (memcheck, racecheck, initcheck) over
 # tests/cuda_sanitizer_workload.py, the benchmark harness and the per-kernel
 # breakdown (scripts/kernel_breakdown.py). The benchmark's table, JSON and plot
 # and the breakdown land in OUT_DIR; every log in OUT_DIR/logs.tar.gz.
@@ -40,7 +40,7 @@ if [[ "$WHAT" == tests || "$WHAT" == all ]]; then
   tail -1 "$LOGS/gcn.log"
 fi
 if [[ "$WHAT" == sanitize || "$WHAT" == all ]]; then
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck initcheck; do
     run compute-sanitizer --tool "$tool" --error-exitcode 1 \
       python3 "$ROOT/tests/cuda_sanitizer_workload.py" > "$LOGS/$tool.log" 2>&1
     tail -1 "$LOGS/$tool.log"

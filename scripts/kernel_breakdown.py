@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import collections
 import time
+from collections.abc import Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -21,9 +22,10 @@ import torchplug
 from torchplug.bench.workloads import ScatterWorkload, select_profile
 
 CALLS = 10
+_OURS = "void torchplug::scatter_detail::(anonymous namespace)::"
 
 
-def wall_ms(fn) -> float:
+def wall_ms(fn: Callable[[], torch.Tensor]) -> float:
     """Median wall time of one call, synchronised."""
     times = []
     for _ in range(CALLS):
@@ -35,7 +37,7 @@ def wall_ms(fn) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def kernel_ms(fn) -> dict[str, float]:
+def kernel_ms(fn: Callable[[], torch.Tensor]) -> dict[str, float]:
     """Device time per call of each kernel ``fn`` launches."""
     fn()
     torch.cuda.synchronize()
@@ -46,7 +48,7 @@ def kernel_ms(fn) -> dict[str, float]:
     totals: dict[str, float] = collections.defaultdict(float)
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
-            totals[event.name[:90]] += event.device_time / 1e3 / CALLS
+            totals[event.name.removeprefix(_OURS)] += event.device_time / 1e3 / CALLS
     return dict(totals)
 
 
@@ -62,14 +64,21 @@ def main() -> None:
             continue
         torch.manual_seed(0)
         x = w.make_inputs(device)
-        ours = lambda: torchplug.scatter_sum(x.src, x.index, 0, dim_size=w.n)  # noqa: E731
         expanded = x.index.view(-1, 1).expand_as(x.src)
-        theirs = lambda: x.src.new_zeros(w.n, w.f).scatter_add_(0, expanded, x.src)  # noqa: E731
+
+        def ours() -> torch.Tensor:
+            return torchplug.scatter_sum(x.src, x.index, 0, dim_size=w.n)
+
+        def theirs() -> torch.Tensor:
+            return x.src.new_zeros(w.n, w.f).scatter_add_(0, expanded, x.src)
+
         kernels = kernel_ms(ours)
-        print(f"{w.name}: wall {wall_ms(ours):.3f} ms, kernels {sum(kernels.values()):.3f} ms, "
-              f"scatter_add_ wall {wall_ms(theirs):.3f} ms")
+        print(
+            f"{w.name}: wall {wall_ms(ours):.3f} ms, kernels {sum(kernels.values()):.3f} ms, "
+            f"scatter_add_ wall {wall_ms(theirs):.3f} ms"
+        )
         for name, ms in sorted(kernels.items(), key=lambda kv: -kv[1]):
-            print(f"    {ms:8.3f} ms  {name}")
+            print(f"    {ms:8.3f} ms  {name[:100]}")
         del x, expanded
         torch.cuda.empty_cache()
 

@@ -25,8 +25,12 @@ def scatter_paths() -> None:
                 full = torch.randint(-1, N + 1, (E, F), device="cuda")
                 torchplug.scatter_sum(src, full, 0, dim_size=N)
                 torchplug.scatter_sum(src.t(), index, 1, dim_size=N)
-    # One row with every source: the row-runs kernel.
+    # One row with every source: the row-runs kernel; then shuffled with
+    # out-of-range values, so that it walks a permutation shorter than E.
     hot = torch.zeros(5000, dtype=torch.long, device="cuda")
+    torchplug.scatter_sum(torch.randn(5000, 8, device="cuda"), hot, 0, dim_size=3)
+    hot[torch.randperm(5000, device="cuda")[:2000]] = 2
+    hot[::97], hot[5::101] = -1, 3
     torchplug.scatter_sum(torch.randn(5000, 8, device="cuda"), hot, 0, dim_size=3)
     src = torch.randn(500, 16, device="cuda", dtype=torch.float64, requires_grad=True)
     index = torch.randint(-1, 60, (500,), device="cuda")

@@ -5,18 +5,19 @@
 //   1-D index, inner > 1 -> one pass over the index counts each output row's
 //       sources and notes whether the index is sorted (nobody has to say so).
 //       A prefix sum gives each row its range of sources (CSR). Unsorted
-//       indices get a permutation listing each row's sources (a counting sort);
-//       sorted ones need none.
-//         - segments: one thread per (row, column vector) sums its row's sources
+//       indices, and those with values outside [0, N), get a permutation
+//       listing each row's sources (a counting sort); sorted ones need none.
+//         - segments: one thread per (outer, row, column vector) sums its row's sources
 //           and writes the row once: no atomics, no zero fill, no read-modify-
 //           write of rows the L2 cannot hold. Extra memory O(E + N), never O(E x F).
 //         - row runs, when some row has more than kMaxSegment sources (skewed
 //           degrees would serialise on one thread): threads take equal slices
 //           of the sorted order, add while the row repeats and issue one
 //           (vector) atomic per run.
-//   inner == 1, or an index of src's shape -> warp runs: 32 consecutive
-//       elements per warp; runs of equal slots are found with a ballot, summed
-//       with a segmented shuffle scan and added with one atomic each.
+//   inner == 1, or an index of src's shape -> warp runs: kWarpRunsUnroll
+//       chunks of 32 consecutive elements per warp; runs of equal slots are
+//       found with a ballot, summed with a segmented shuffle scan and added
+//       with one atomic each.
 
 #include "scatter_kernel.h"
 
@@ -70,24 +71,24 @@ __device__ __forceinline__ void warp_run_add(acc_t* acc, int64_t slot, acc_t val
   if (valid && tail && slot >= 0) core::atomic_add(acc + slot, value);
 }
 
+constexpr int kWarpRunsUnroll = 4;
+
 // kFlat: outer == inner == 1, so element i lands in slot index[i]. Otherwise
 // i = (o * E + e) * inner + f lands in slot (o * N + row) * inner + f, with
 // row = index[e] (kIndex1d) or index[i].
-constexpr int kWarpRunsUnroll = 4;
 
 template <typename scalar_t, typename acc_t, bool kIndex1d, bool kFlat>
 __global__ void scatter_warp_runs_kernel(const scalar_t* __restrict__ src,
                                          const int64_t* __restrict__ index, acc_t* __restrict__ acc,
                                          int64_t E, int64_t inner, int64_t N, int64_t numel) {
-  constexpr int kUnroll = kWarpRunsUnroll;
   const int lane = threadIdx.x % 32;
   const int64_t warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) / 32;
   const int64_t first_warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  for (int64_t w = first_warp * kUnroll; w * 32 < numel; w += warps * kUnroll) {
-    int64_t slot[kUnroll];
-    acc_t value[kUnroll];
+  for (int64_t w = first_warp * kWarpRunsUnroll; w * 32 < numel; w += warps * kWarpRunsUnroll) {
+    int64_t slot[kWarpRunsUnroll];
+    acc_t value[kWarpRunsUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kWarpRunsUnroll; ++u) {
       const int64_t i = (w + u) * 32 + lane;
       slot[u] = -1;
       value[u] = 0;
@@ -106,7 +107,7 @@ __global__ void scatter_warp_runs_kernel(const scalar_t* __restrict__ src,
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kWarpRunsUnroll; ++u) {
       warp_run_add(acc, slot[u], value[u], (w + u) * 32 + lane < numel, lane);
     }
   }
@@ -115,20 +116,24 @@ __global__ void scatter_warp_runs_kernel(const scalar_t* __restrict__ src,
 // ---- row runs ----------------------------------------------------------------
 
 // Thread (o, chunk, v) takes kRowsPerThread consecutive positions k of the
-// sorted order (source perm[k], or k itself without a permutation).
+// sorted order (source perm[k], or k itself without a permutation). The
+// permutation lists only in-range entries: *listed of them, fewer than E when
+// some index value lies outside [0, N).
 template <typename scalar_t, typename acc_t, int V, typename offset_t>
 __global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
                                         const int64_t* __restrict__ index,
-                                        const offset_t* __restrict__ perm, acc_t* __restrict__ acc,
-                                        int64_t E, int64_t inner, int64_t N, int64_t chunks,
-                                        int64_t items) {
+                                        const offset_t* __restrict__ perm,
+                                        const offset_t* __restrict__ listed,
+                                        acc_t* __restrict__ acc, int64_t E, int64_t inner,
+                                        int64_t N, int64_t chunks, int64_t items) {
   const int64_t vectors = inner / V;
+  const int64_t positions = perm ? static_cast<int64_t>(*listed) : E;
   TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
     const int64_t v = t % vectors;
     const int64_t chunk = (t / vectors) % chunks;
     const int64_t o = t / vectors / chunks;
     const int64_t k_begin = chunk * kRowsPerThread;
-    const int64_t k_end = min(k_begin + kRowsPerThread, E);
+    const int64_t k_end = min(k_begin + kRowsPerThread, positions);
     const scalar_t* column = src + o * E * inner + v * V;
     acc_t* out_column = acc + o * N * inner + v * V;
 
@@ -157,27 +162,27 @@ __global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
 
 // counts[row + 1] = how many entries of index name row, one atomic per run of
 // equal rows in a warp; *unsorted = 1 if some index[e] > index[e + 1] or some
-// value lies outside [0, N). Each thread keeps kCountUnroll loads in flight (one
-// load per thread leaves the pass latency bound), and each block
+// value lies outside [0, N). Each thread keeps kIndexPassUnroll loads in
+// flight (one load per thread leaves the pass latency bound), and each block
 // writes the flag at most once (a write per warp makes one address hot).
-constexpr int kCountUnroll = 4;
+constexpr int kIndexPassUnroll = 4;
 
 template <typename offset_t>
 __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
                                   offset_t* __restrict__ counts, offset_t* __restrict__ unsorted) {
   const int lane = threadIdx.x % 32;
-  const int64_t span = static_cast<int64_t>(blockDim.x) * kCountUnroll;
+  const int64_t span = static_cast<int64_t>(blockDim.x) * kIndexPassUnroll;
   bool descent = false;
   for (int64_t base = blockIdx.x * span; base < E; base += gridDim.x * span) {
-    int64_t rows[kCountUnroll], after_warp[kCountUnroll];
+    int64_t rows[kIndexPassUnroll], after_warp[kIndexPassUnroll];
 #pragma unroll
-    for (int u = 0; u < kCountUnroll; ++u) {
+    for (int u = 0; u < kIndexPassUnroll; ++u) {
       const int64_t e = base + u * blockDim.x + threadIdx.x;
       rows[u] = e < E ? index[e] : -1;
       after_warp[u] = lane == 31 && e + 1 < E ? index[e + 1] : 0;
     }
 #pragma unroll
-    for (int u = 0; u < kCountUnroll; ++u) {
+    for (int u = 0; u < kIndexPassUnroll; ++u) {
       const int64_t e = base + u * blockDim.x + threadIdx.x;
       const int64_t row = rows[u];
       int64_t next = __shfl_down_sync(kFullMask, row, 1);
@@ -198,26 +203,26 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
 }
 
 // perm[rowptr[row] ...] = the entries naming row, in arbitrary order; cursor
-// starts as a copy of rowptr. kCountUnroll entries per thread, so that as many
-// returning atomics are in flight.
+// starts as a copy of rowptr. kIndexPassUnroll entries per thread, so that as
+// many returning atomics are in flight.
 template <typename offset_t>
 __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
                                  offset_t* __restrict__ cursor, offset_t* __restrict__ perm) {
-  const int64_t span = static_cast<int64_t>(blockDim.x) * kCountUnroll;
+  const int64_t span = static_cast<int64_t>(blockDim.x) * kIndexPassUnroll;
   for (int64_t base = blockIdx.x * span; base < E; base += gridDim.x * span) {
-    int64_t rows[kCountUnroll];
-    offset_t slots[kCountUnroll];
+    int64_t rows[kIndexPassUnroll];
+    offset_t slots[kIndexPassUnroll];
 #pragma unroll
-    for (int u = 0; u < kCountUnroll; ++u) {
+    for (int u = 0; u < kIndexPassUnroll; ++u) {
       const int64_t e = base + u * blockDim.x + threadIdx.x;
       rows[u] = e < E ? index[e] : -1;
     }
 #pragma unroll
-    for (int u = 0; u < kCountUnroll; ++u) {
+    for (int u = 0; u < kIndexPassUnroll; ++u) {
       if (rows[u] >= 0 && rows[u] < N) slots[u] = core::fetch_add(cursor + rows[u], offset_t{1});
     }
 #pragma unroll
-    for (int u = 0; u < kCountUnroll; ++u) {
+    for (int u = 0; u < kIndexPassUnroll; ++u) {
       const int64_t e = base + u * blockDim.x + threadIdx.x;
       if (rows[u] >= 0 && rows[u] < N) perm[slots[u]] = static_cast<offset_t>(e);
     }
@@ -226,8 +231,9 @@ __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, i
 
 // One thread per (outer, row, column vector): sums the row's sources (perm[k],
 // or k itself for a sorted index, for k in rowptr[row] .. rowptr[row + 1]) and
-// writes the row once. Kept lean on purpose: 64-bit divisions or a perm check
-// per source cost this gather a fifth of its bandwidth on the H200.
+// writes the row once. Kept lean on purpose: three 64-bit divisions per item
+// and a perm check per source cost this gather a fifth of its bandwidth on the
+// H200.
 template <typename scalar_t, int V, typename offset_t, bool kPermuted>
 __global__ void segment_sum_kernel(const scalar_t* __restrict__ src,
                                    const offset_t* __restrict__ rowptr,
@@ -305,8 +311,10 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
   });
 }
 
+// perm: the sorted order, or nullptr when the index is sorted; listed: how
+// many entries perm lists (on the device).
 template <typename scalar_t, typename offset_t>
-void row_runs(const ScatterProblem& p, const offset_t* perm) {
+void row_runs(const ScatterProblem& p, const offset_t* perm, const offset_t* listed) {
   using acc_t = at::opmath_type<scalar_t>;
   const auto acc_tensor = accumulator(p);
   const auto* src = p.src.const_data_ptr<scalar_t>();
@@ -319,11 +327,13 @@ void row_runs(const ScatterProblem& p, const offset_t* perm) {
     if (V * sizeof(acc_t) > acc_alignment && V > 1) {
       const int64_t items = p.outer * chunks * p.inner;
       core::launch(scatter_row_runs_kernel<scalar_t, acc_t, 1, offset_t>, items, src,
-                   p.index.const_data_ptr<int64_t>(), perm, acc, p.E, p.inner, p.N, chunks, items);
+                   p.index.const_data_ptr<int64_t>(), perm, listed, acc, p.E, p.inner, p.N, chunks,
+                   items);
     } else {
       const int64_t items = p.outer * chunks * (p.inner / V);
       core::launch(scatter_row_runs_kernel<scalar_t, acc_t, V, offset_t>, items, src,
-                   p.index.const_data_ptr<int64_t>(), perm, acc, p.E, p.inner, p.N, chunks, items);
+                   p.index.const_data_ptr<int64_t>(), perm, listed, acc, p.E, p.inner, p.N, chunks,
+                   items);
     }
   });
   store_accumulator(p, acc_tensor);
@@ -339,7 +349,7 @@ void csr_sum(const ScatterProblem& p) {
   at::Tensor stats = at::zeros({p.N + 3}, offset_options);
   at::Tensor counts = stats.narrow(0, 0, p.N + 1);
   auto* stats_ptr = stats.mutable_data_ptr<offset_t>();
-  const int64_t count_threads = (p.E + kCountUnroll - 1) / kCountUnroll;
+  const int64_t count_threads = (p.E + kIndexPassUnroll - 1) / kIndexPassUnroll;
   core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr,
                stats_ptr + p.N + 1);
   const at::Tensor rowptr = at::cumsum(counts, 0, counts.scalar_type());
@@ -359,7 +369,7 @@ void csr_sum(const ScatterProblem& p) {
   }
   const offset_t* perm_ptr = sorted ? nullptr : perm.const_data_ptr<offset_t>();
   if (max_degree > kMaxSegment) {
-    row_runs<scalar_t, offset_t>(p, perm_ptr);
+    row_runs<scalar_t, offset_t>(p, perm_ptr, rowptr.const_data_ptr<offset_t>() + p.N);
     return;
   }
   const auto* src = p.src.const_data_ptr<scalar_t>();
@@ -422,6 +432,10 @@ void scatter_sum_kernel_cuda(const ScatterProblem& p) {
 
 namespace {
 
+// Both entries check devices before anything else, so that a CPU tensor among
+// CUDA ones is reported with both devices named; plan() checks them again for
+// the Meta and CPU paths. The guard is taken before plan(), which may read the
+// index on the device (checked mode, default dim_size).
 at::Tensor scatter_sum_cuda(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                             std::optional<c10::SymInt> dim_size) {
   core::check_same_device(kOp, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});

@@ -124,17 +124,31 @@ def test_checked_candidate_turns_checks_on_and_restores_them(before: bool) -> No
     try:
         seen = _checked(lambda: torch.tensor(torchplug.checks_enabled()))()
         assert bool(seen) and torchplug.checks_enabled() == before
+        def boom() -> torch.Tensor:
+            raise ValueError("boom")
+
         with pytest.raises(ValueError):
-            _checked(lambda: (_ for _ in ()).throw(ValueError("boom")))()
+            _checked(boom)()
         assert torchplug.checks_enabled() == before
     finally:
         torchplug.set_checks(previous)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="checked candidate is CUDA only")
-def test_cuda_lineup_has_the_checked_candidate() -> None:
-    from torchplug.bench.candidates import CHECKED, TORCHPLUG, lineup
+def _scatter_lineup_names(device: str) -> list[str]:
+    from torchplug.bench.candidates import lineup
     from torchplug.bench.workloads import ScatterWorkload
 
-    names = [c.name for c in lineup(ScatterWorkload(1000, 4, 50), torch.device("cuda")).candidates]
-    assert names[:2] == [TORCHPLUG, CHECKED]
+    return [c.name for c in lineup(ScatterWorkload(1000, 4, 50), torch.device(device)).candidates]
+
+
+def test_cpu_lineup_has_no_checked_candidate() -> None:
+    from torchplug.bench.candidates import CHECKED
+
+    assert CHECKED not in _scatter_lineup_names("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="checked candidate is CUDA only")
+def test_cuda_lineup_has_the_checked_candidate() -> None:
+    from torchplug.bench.candidates import CHECKED, TORCHPLUG
+
+    assert _scatter_lineup_names("cuda")[:2] == [TORCHPLUG, CHECKED]

@@ -44,7 +44,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Lineup:
-    """torchplug first, then the baselines.
+    """torchplug first (then, on CUDA, torchplug in checked mode), then the baselines.
 
     ``reference`` names the baseline whose output every candidate must match.
     """
