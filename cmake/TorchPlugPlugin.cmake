@@ -15,7 +15,8 @@ function(torchplug_add_plugin name)
   set(_target torchplug_${name})
   add_library(${_target} SHARED ${_sources})
   add_library(torchplug::${name} ALIAS ${_target})
-  target_link_libraries(${_target} PUBLIC torchplug_core)
+  target_link_libraries(${_target} PUBLIC torchplug_core PRIVATE ${TORCHPLUG_OPENMP_LIBRARIES})
+  target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${TORCHPLUG_OPENMP_FLAGS}>)
   set_target_properties(${_target} PROPERTIES
     EXPORT_NAME ${name}
     INSTALL_RPATH "$ORIGIN"

@@ -12,6 +12,11 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <vector>
 
 namespace torchplug::scatter_detail {
 namespace {
@@ -23,11 +28,21 @@ constexpr int64_t kSerialElements = 1 << 15;
 constexpr int64_t kPrefetchRows = 32;
 // Per-thread private outputs are used while they take at most this many bytes.
 constexpr int64_t kPrivateBytes = int64_t{256} << 20;
+// Buckets are used once the output takes more than this many bytes (more than
+// the last-level cache holds) and each source row at least kBucketMinRowBytes:
+// narrower rows bring too little per random cache miss (measured, F=16 float32).
+constexpr int64_t kBucketOutBytes = int64_t{32} << 20;
+constexpr int64_t kBucketMinRowBytes = 128;
+// One bucket's output rows take at most this many bytes, so they stay in L2
+// (64 KB to 256 KB measured alike).
+constexpr int64_t kBucketBytes = int64_t{128} << 10;
+// Source rows are prefetched this many bucket entries ahead.
+constexpr int64_t kPrefetchEntries = 16;
 
-template <typename acc_t>
-inline void prefetch_row(const acc_t* row, int64_t inner) {
-  constexpr int64_t kLine = 64 / sizeof(acc_t);
-  for (int64_t i = 0; i < inner; i += kLine) __builtin_prefetch(row + i, 1);
+template <int kWrite, typename T>
+inline void prefetch_row(const T* row, int64_t inner) {
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int64_t i = 0; i < inner; i += kLine) __builtin_prefetch(row + i, kWrite);
 }
 
 // Which part of the work one thread does: source rows [e_begin, e_end), the
@@ -56,7 +71,7 @@ void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index
     for (int64_t e = s.e_begin; e < s.e_end; ++e) {
       if (e + kPrefetchRows < s.e_end) {
         const int64_t ahead = index[e + kPrefetchRows];
-        if (ahead >= s.first && ahead < s.last) prefetch_row(acc_o + ahead * inner, width);
+        if (ahead >= s.first && ahead < s.last) prefetch_row<1>(acc_o + ahead * inner, width);
       }
       const int64_t row = index[e];
       if (row < s.first || row >= s.last) continue;
@@ -67,7 +82,119 @@ void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index
   }
 }
 
-// index is one vector along dim. Three race-free schedules:
+// One source row to add: src row `e` into output row `row`.
+struct Entry {
+  int32_t e, row;
+};
+
+// The source rows grouped by output row range: bucket b holds the rows whose
+// index lies in [b << shift, (b + 1) << shift), in source order.
+struct Buckets {
+  std::unique_ptr<Entry[]> entries;
+  std::vector<int64_t> begin;  // bucket b is entries[begin[b], begin[b + 1])
+};
+
+// Each thread counts, then places, the entries of its own chunk of the source.
+// Bucket b takes thread 0's entries first, then thread 1's, and so on, which
+// keeps every bucket in source order whatever the thread count.
+Buckets partition_rows(const ScatterProblem& p, const int64_t* index, int shift, int64_t threads) {
+  const int64_t buckets = ((p.N - 1) >> shift) + 1;
+  const int64_t chunk = (p.E + threads - 1) / threads;
+  std::vector<int64_t> cursor(threads * buckets, 0);
+  const auto each_chunk = [&](auto&& fn) {
+    at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        fn(cursor.data() + t * buckets, std::min(p.E, t * chunk), std::min(p.E, (t + 1) * chunk));
+      }
+    });
+  };
+  each_chunk([&](int64_t* count, int64_t e_begin, int64_t e_end) {
+    for (int64_t e = e_begin; e < e_end; ++e) ++count[index[e] >> shift];
+  });
+  Buckets out;
+  out.begin.resize(buckets + 1);
+  int64_t total = 0;
+  for (int64_t b = 0; b < buckets; ++b) {
+    out.begin[b] = total;
+    for (int64_t t = 0; t < threads; ++t) {
+      const int64_t count = cursor[t * buckets + b];
+      cursor[t * buckets + b] = total;
+      total += count;
+    }
+  }
+  out.begin[buckets] = total;
+  out.entries.reset(new Entry[total]);
+  Entry* entries = out.entries.get();
+  each_chunk([&](int64_t* next, int64_t e_begin, int64_t e_end) {
+    for (int64_t e = e_begin; e < e_end; ++e) {
+      const int64_t row = index[e];
+      entries[next[row >> shift]++] = Entry{static_cast<int32_t>(e), static_cast<int32_t>(row)};
+    }
+  });
+  return out;
+}
+
+// Adds the source rows of entries [first, last) into acc. Their output rows
+// stay in cache; the source rows are scattered through memory, so they are
+// prefetched.
+template <typename scalar_t, typename acc_t>
+void add_entries(const ScatterProblem& p, const scalar_t* src, const Entry* first,
+                 const Entry* last, acc_t* acc) {
+  const int64_t inner = p.inner;
+  for (int64_t o = 0; o < p.outer; ++o) {
+    const scalar_t* src_o = src + o * p.E * inner;
+    acc_t* acc_o = acc + o * p.N * inner;
+    for (const Entry* k = first; k < last; ++k) {
+      if (k + kPrefetchEntries < last) {
+        prefetch_row<0>(src_o + k[kPrefetchEntries].e * inner, inner);
+      }
+      const scalar_t* from = src_o + k->e * inner;
+      acc_t* to = acc_o + k->row * inner;
+      for (int64_t i = 0; i < inner; ++i) to[i] += static_cast<acc_t>(from[i]);
+    }
+  }
+}
+
+// Whether the bucket schedule suits p, and the log2 of its rows per bucket.
+// One thread keeps the plain loop: alone, a core gathers source rows more
+// slowly than it read-modify-writes output rows that partly hit the L3 (F=64
+// float32, E=2M, N=200K: 124 ms against 94 ms); buckets win from two threads.
+template <typename scalar_t, typename acc_t>
+std::optional<int> bucket_shift(const ScatterProblem& p, int64_t threads) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  const int64_t row_bytes = p.outer * p.inner * static_cast<int64_t>(sizeof(acc_t));
+  if (threads == 1 || p.E > kMax || p.N > kMax || p.N * row_bytes <= kBucketOutBytes ||
+      p.inner * static_cast<int64_t>(sizeof(scalar_t)) < kBucketMinRowBytes) {
+    return std::nullopt;
+  }
+  int shift = 0;
+  while ((row_bytes << (shift + 1)) <= kBucketBytes) ++shift;
+  return shift;
+}
+
+// Each thread owns whole buckets: no two threads add into one output row, and
+// every output row sums its source rows in source order.
+template <typename scalar_t, typename acc_t>
+void scatter_buckets(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc,
+                     int shift, int64_t threads) {
+  const Buckets buckets = partition_rows(p, index, shift, threads);
+  const Entry* entries = buckets.entries.get();
+  const int64_t count = static_cast<int64_t>(buckets.begin.size()) - 1;
+  at::parallel_for(0, count, 1, [&](int64_t b_begin, int64_t b_end) {
+    for (int64_t b = b_begin; b < b_end; ++b) {
+      add_entries(p, src, entries + buckets.begin[b], entries + buckets.begin[b + 1], acc);
+    }
+  });
+}
+
+// index is one vector along dim. Four race-free schedules:
+//  - buckets, for wide rows, an output no cache holds and several threads: the
+//    source rows are first grouped (stably) by bucket of 2^shift output rows,
+//    then each thread sums whole buckets, whose output rows stay in L2 while
+//    the source rows are prefetched. A source row is a random read instead of
+//    an output row being a random read-modify-write, and no output line leaves
+//    the cache until its bucket is done. Every output row adds its source rows
+//    in source order, as the one-thread loop does: the same bits either way.
 //  - column slices, for wide rows: each thread adds its own 64-byte-aligned
 //    slice of every row's columns. Every source byte is read once, the output
 //    is not copied, and no two threads share a cache line.
@@ -80,6 +207,10 @@ template <typename scalar_t, typename acc_t>
 void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc) {
   const int64_t threads = at::get_num_threads();
   const int64_t out_numel = p.outer * p.N * p.inner;
+  if (const auto shift = bucket_shift<scalar_t, acc_t>(p, threads)) {
+    scatter_buckets(p, src, index, acc, *shift, threads);
+    return;
+  }
   if (threads == 1 || p.outer * p.E * p.inner < kSerialElements) {
     add_rows(p, src, index, acc, Slice{0, p.E, 0, p.N, 0, p.inner});
     return;

@@ -376,6 +376,67 @@ def test_large_multithreaded(E: int, F: int, N: int, dist: str, dtype: torch.dty
     assert_scatter_close(out, src, index, 0, dim_size=N)
 
 
+# The CPU kernel's bucket schedule (ops/scatter/scatter_cpu.cpp) runs when the
+# output takes more than 32 MB (in the accumulation dtype) and a source row at
+# least 128 bytes: 140K output rows of 64 float32 (or float accumulators of
+# float16/bfloat16) take 36 MB. A third of the rows is never indexed, so whole
+# buckets stay empty; the index repeats rows, and ends before the output does.
+BUCKET_E, BUCKET_F, BUCKET_N = 150_000, 64, 140_000
+
+
+def bucket_index(E: int, N: int) -> torch.Tensor:
+    index = torch.randint(0, 2 * N // 3, (E,))
+    return torch.where(index >= N // 3, index - N // 3 + N // 2, index)  # skips [N/3, N/2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64], ids=str)
+def test_cpu_bucket_schedule(dtype: torch.dtype) -> None:
+    torch.manual_seed(10)
+    src = make_src((BUCKET_E, BUCKET_F), dtype, "cpu")
+    index = bucket_index(BUCKET_E, BUCKET_N)
+    out = torchplug.scatter_sum(src, index, 0, dim_size=BUCKET_N)
+    assert_scatter_close(out, src, index, 0, dim_size=BUCKET_N)
+    assert not out[BUCKET_N // 3 : BUCKET_N // 2].any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_cpu_bucket_schedule_out_accumulates(dtype: torch.dtype) -> None:
+    torch.manual_seed(11)
+    src = make_src((BUCKET_E, BUCKET_F), dtype, "cpu")
+    index = bucket_index(BUCKET_E, BUCKET_N)
+    out = make_src((BUCKET_N, BUCKET_F), dtype, "cpu")
+    before = out.clone()
+    torchplug.scatter_sum(src, index, 0, out=out)
+    assert_scatter_close(out, src, index, 0, out=before)
+
+
+def test_cpu_bucket_schedule_outer() -> None:
+    """dim=1 of a 3-D src: every bucket adds into two output slices."""
+    torch.manual_seed(12)
+    src = make_src((2, BUCKET_E, BUCKET_F // 2), torch.float32, "cpu")
+    index = bucket_index(BUCKET_E, BUCKET_N)
+    out = torchplug.scatter_sum(src, index, 1, dim_size=BUCKET_N)
+    assert_scatter_close(out, src, index, 1, dim_size=BUCKET_N)
+
+
+def test_cpu_bucket_schedule_deterministic() -> None:
+    """Repeated calls agree bit for bit, and so do one thread and several: each
+    output row adds its source rows in source order either way."""
+    torch.manual_seed(13)
+    src = make_src((BUCKET_E, BUCKET_F), torch.float32, "cpu")
+    index = bucket_index(BUCKET_E, BUCKET_N)
+    first = torchplug.scatter_sum(src, index, 0, dim_size=BUCKET_N)
+    for _ in range(2):
+        torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=BUCKET_N), first, rtol=0, atol=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one_thread = torchplug.scatter_sum(src, index, 0, dim_size=BUCKET_N)
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(one_thread, first, rtol=0, atol=0)
+
+
 def test_large_full_index_multithreaded(device: str) -> None:
     torch.manual_seed(7)
     E, F, N = 100_000, 16, 500
