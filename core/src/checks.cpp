@@ -116,4 +116,8 @@ void set_cuda_checks(bool enabled) {
   cuda_checks().store(enabled, std::memory_order_relaxed);
 }
 
+bool validates_indices(const at::Device& device) {
+  return device.is_cpu() || cuda_checks_enabled();
+}
+
 }  // namespace torchplug::core

@@ -16,10 +16,12 @@ namespace torchplug {
 namespace add_detail {
 namespace {
 
+constexpr std::initializer_list<at::ScalarType> kDtypes = {
+    at::kHalf, at::kBFloat16, at::kFloat, at::kDouble, at::kByte, at::kChar, at::kShort, at::kInt,
+    at::kLong};
+
 void check_dtype(const char* arg, const at::Tensor& t) {
-  core::check_dtype_in(kOp, arg, t,
-                       {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble, at::kByte, at::kChar,
-                        at::kShort, at::kInt, at::kLong});
+  core::check_dtype_in(kOp, arg, t, kDtypes);
 }
 
 c10::SymDimVector broadcast_shape(const at::Tensor& a, const at::Tensor& b) {
@@ -49,11 +51,9 @@ at::Tensor add_meta(const at::Tensor& a, const at::Tensor& b) {
 
 AddOperands prepare(const at::Tensor& a, const at::Tensor& b) {
   core::check_same_device(kOp, {TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
-  check_dtype("a", a);
-  check_dtype("b", b);
-  const auto dtype = at::result_type(a, b);
-  const auto shape = broadcast_shape(a, b);
-  return {a.to(dtype), b.to(dtype), at::empty_symint(shape, a.options().dtype(dtype))};
+  auto out = add_meta(a, b);  // checks dtypes and shapes; allocates on a's device
+  const auto dtype = out.scalar_type();
+  return {a.to(dtype), b.to(dtype), std::move(out)};
 }
 
 }  // namespace add_detail
@@ -71,8 +71,7 @@ TORCH_LIBRARY_FRAGMENT(torchplug, m) {
   torchplug::core::define(
       m, {"add(Tensor a, Tensor b) -> Tensor",
           "add",
-          {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble, at::kByte, at::kChar, at::kShort,
-           at::kInt, at::kLong},
+          std::vector<c10::ScalarType>(torchplug::add_detail::kDtypes),
           "Elementwise a + b with broadcasting and type promotion."});
 }
 

@@ -25,6 +25,7 @@ const std::vector<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloa
                                              at::kDouble, at::kByte,     at::kChar,
                                              at::kShort,  at::kInt,      at::kLong};
 
+using torchplug::testing::leaf;
 using torchplug::testing::same;
 using torchplug::testing::throws_with;
 
@@ -123,10 +124,6 @@ TEST(Add, LargeInputs) {
 }
 
 // ---------------------------------------------------------------- autograd
-
-at::Tensor leaf(const at::Tensor& t) {
-  return t.detach().clone().requires_grad_(true);
-}
 
 // The reference gradient is libtorch's: grad_out summed back over the
 // broadcast dimensions (expand, then sum).

@@ -66,8 +66,8 @@ ScatterProblem describe(const at::Tensor& src, const at::Tensor& index, int64_t 
     problem.index = expanded.contiguous();
   }
 
-  // CPU kernels always validate; CUDA kernels skip bad values unless checked mode is on.
-  const bool validate = src.device().is_cpu() || core::cuda_checks_enabled();
+  // CUDA kernels outside checked mode skip bad values instead.
+  const bool validate = core::validates_indices(src.device());
   if (dim_size < 0 || validate) {
     const auto bounds = core::index_bounds(problem.index);
     if (dim_size < 0) dim_size = bounds.max + 1;

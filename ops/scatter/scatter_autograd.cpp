@@ -30,7 +30,7 @@ void save_index(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& i
   ctx->save_for_backward({index});
   ctx->saved_data["dim"] = dim;
   ctx->saved_data["src_sizes"] = src.sym_sizes();
-  ctx->saved_data["validated"] = src.device().is_cpu() || core::cuda_checks_enabled();
+  ctx->saved_data["validated"] = core::validates_indices(src.device());
 }
 
 at::Tensor gather_grad(AutogradContext* ctx, const at::Tensor& grad) {

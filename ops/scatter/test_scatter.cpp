@@ -28,6 +28,7 @@ using torchplug::scatter_sum;
 const std::vector<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat,
                                              at::kDouble, at::kInt,      at::kLong};
 
+using torchplug::testing::leaf;
 using torchplug::testing::same;
 using torchplug::testing::throws_with;
 
@@ -325,10 +326,6 @@ TEST(ScatterSum, RandomValuesWithinFloat32Bound) {
 }
 
 // ---------------------------------------------------------------- autograd
-
-at::Tensor leaf(const at::Tensor& t) {
-  return t.detach().clone().requires_grad_(true);
-}
 
 TEST(ScatterSumAutograd, GradientMatchesIndexAdd) {
   torch::manual_seed(8);

@@ -31,6 +31,7 @@ import torch
 from torch.autograd import gradcheck, gradgradcheck
 
 import torchplug
+from scatter_reference import broadcast_index, default_dim_size, ulp
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INT_DTYPES = [torch.int32, torch.int64]
@@ -67,18 +68,6 @@ def make_index(E: int, N: int, device: str, dist: str = "random") -> torch.Tenso
     raise AssertionError(dist)
 
 
-def broadcast_index(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
-    """torch_scatter's broadcast, written out: a 1-D index lies along ``dim``,
-    trailing dimensions are appended and size-1 dimensions expanded."""
-    dim = dim % src.dim()
-    if index.dim() == 1:
-        for _ in range(dim):
-            index = index.unsqueeze(0)
-    while index.dim() < src.dim():
-        index = index.unsqueeze(-1)
-    return index.expand(src.shape)
-
-
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype.is_floating_point else torch.int64
 
@@ -96,7 +85,7 @@ def reference(
         base = out.to(acc_dtype(src.dtype)).clone()
     else:
         if dim_size is None:
-            dim_size = int(index.max()) + 1 if index.numel() > 0 else 0
+            dim_size = default_dim_size(index, src, dim)
         shape = list(src.shape)
         shape[dim] = dim_size
         base = torch.zeros(shape, dtype=acc_dtype(src.dtype), device=src.device)
@@ -112,13 +101,6 @@ def magnitude(
     """Per output slot, the sum of |terms| that were added there (float64)."""
     abs_out = None if out is None else out.double().abs()
     return reference(src.double().abs(), index, dim, dim_size, abs_out)
-
-
-def ulp(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The spacing of `dtype` around |x| (subnormal spacing below the normal range)."""
-    info = torch.finfo(dtype)
-    x = x.abs().clamp_min(info.tiny)
-    return info.eps * torch.exp2(torch.floor(torch.log2(x)))
 
 
 def assert_scatter_close(
@@ -650,16 +632,7 @@ def test_autograd_through_non_contiguous_out(device: str) -> None:
     torch.testing.assert_close(g_src, want_s, rtol=0, atol=0)
 
 
-def test_inplace_on_leaf_requiring_grad_raises(device: str) -> None:
-    torch.manual_seed(18)
-    index = make_index(10, 4, device)
-    src = make_src((10, 3), torch.float32, device)
-    out = make_src((4, 3), torch.float32, device).requires_grad_()
-    with pytest.raises(RuntimeError, match="leaf"):
-        torchplug.scatter_sum(src, index, 0, out=out)
-
-
-def test_inplace_on_leaf_requiring_grad_leaves_out_untouched(device: str) -> None:
+def test_inplace_on_leaf_requiring_grad_raises_and_leaves_out_untouched(device: str) -> None:
     """Like PyTorch's own in-place ops (``leaf.add_(1)``), the refused call writes nothing."""
     torch.manual_seed(18)
     index = make_index(10, 4, device)

@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <string>
+
 namespace py = pybind11;
 
 namespace {
@@ -45,4 +47,8 @@ PYBIND11_MODULE(_C, m) {
         "Turns checked mode for CUDA kernels on or off.");
   m.def("cuda_checks_enabled", &torchplug::core::cuda_checks_enabled,
         "Whether CUDA kernels validate index values before writing.");
+  m.def(
+      "validates_indices",
+      [](const std::string& device) { return torchplug::core::validates_indices(c10::Device(device)); },
+      py::arg("device"), "Whether ops on `device` validate index values before writing.");
 }

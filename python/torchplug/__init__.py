@@ -21,7 +21,7 @@ from ._loader import load_builtin_plugins, load_plugin
 load_builtin_plugins()
 
 from ._C import __version__, with_cuda  # noqa: E402
-from .checks import checks_enabled, set_checks  # noqa: E402
+from .checks import checked, checks_enabled, set_checks, validates_indices  # noqa: E402
 from .functional import add, scatter, scatter_sum  # noqa: E402
 from .registry import OpInfo, registry  # noqa: E402
 
@@ -32,6 +32,7 @@ __all__ = [
     "OpInfo",
     "__version__",
     "add",
+    "checked",
     "checks_enabled",
     "cmake_prefix_path",
     "load_plugin",
@@ -39,6 +40,7 @@ __all__ = [
     "scatter",
     "scatter_sum",
     "set_checks",
+    "validates_indices",
     "with_cuda",
 ]
 

@@ -1,5 +1,12 @@
 """Checked mode: whether CUDA kernels validate index values before writing."""
 
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
 from . import _C
 
 
@@ -20,3 +27,24 @@ def set_checks(enabled: bool) -> None:
 def checks_enabled() -> bool:
     """Whether checked mode is on for CUDA kernels."""
     return _C.cuda_checks_enabled()
+
+
+@contextlib.contextmanager
+def checked(enabled: bool = True) -> Iterator[None]:
+    """Checked mode set to ``enabled`` inside the ``with`` block, restored after it.
+
+    The mode is process-wide: other threads see it too while the block runs.
+    """
+    before = checks_enabled()
+    set_checks(enabled)
+    try:
+        yield
+    finally:
+        set_checks(before)
+
+
+def validates_indices(device: torch.device | str) -> bool:
+    """Whether ops on ``device`` validate index values before writing, raising
+    ``IndexError`` on a bad one: always on the CPU, on CUDA in checked mode.
+    Otherwise CUDA kernels skip such values."""
+    return _C.validates_indices(str(torch.device(device)))

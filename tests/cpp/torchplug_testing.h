@@ -43,4 +43,9 @@ inline ::testing::AssertionResult same(const at::Tensor& actual, const at::Tenso
   return ::testing::AssertionSuccess();
 }
 
+// A fresh leaf that requires grad, holding t's values.
+inline at::Tensor leaf(const at::Tensor& t) {
+  return t.detach().clone().requires_grad_(true);
+}
+
 }  // namespace torchplug::testing

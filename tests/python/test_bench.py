@@ -119,19 +119,15 @@ def test_guard_rejects_a_wrong_output_and_accepts_a_reordered_sum() -> None:
 def test_checked_candidate_turns_checks_on_and_restores_them(before: bool) -> None:
     from torchplug.bench.candidates import _checked
 
-    previous = torchplug.checks_enabled()
-    torchplug.set_checks(before)
-    try:
+    def boom() -> torch.Tensor:
+        raise ValueError("boom")
+
+    with torchplug.checked(before):
         seen = _checked(lambda: torch.tensor(torchplug.checks_enabled()))()
         assert bool(seen) and torchplug.checks_enabled() == before
-        def boom() -> torch.Tensor:
-            raise ValueError("boom")
-
         with pytest.raises(ValueError):
             _checked(boom)()
         assert torchplug.checks_enabled() == before
-    finally:
-        torchplug.set_checks(previous)
 
 
 def _scatter_lineup_names(device: str) -> list[str]:

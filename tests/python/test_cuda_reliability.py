@@ -23,22 +23,16 @@ def free_gib() -> float:
     return torch.cuda.mem_get_info()[0] / 2**30 if torch.cuda.is_available() else 0.0
 
 
-def _checks(enabled: bool):
-    """Checked mode set for the test, restored afterwards."""
-    before = torchplug.checks_enabled()
-    torchplug.set_checks(enabled)
-    yield
-    torchplug.set_checks(before)
-
-
 @pytest.fixture
 def checks_off():
-    yield from _checks(False)
+    with torchplug.checked(False):
+        yield
 
 
 @pytest.fixture
 def checks_on():
-    yield from _checks(True)
+    with torchplug.checked(True):
+        yield
 
 
 def bad_index(E: int, N: int) -> torch.Tensor:

@@ -55,6 +55,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import torchplug
+from scatter_reference import broadcast_index, default_dim_size, ulp
 
 # The `device` fixture (conftest.py) is function scoped; hypothesis warns that it
 # is not reset between examples. It is a plain string, so that is harmless.
@@ -163,25 +164,6 @@ def make_index(shape: tuple[int, ...], along: int, n: int, dist: str, sort: bool
 # --------------------------------------------------------------------------- references
 
 
-def broadcast_index(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
-    """torch_scatter's index broadcast, written out (docs/ops.md): a 1-D index
-    is laid along ``dim``; missing trailing dimensions are appended; size-1
-    dimensions are expanded to src's sizes."""
-    dim = dim % src.dim()
-    if index.dim() == 1:
-        index = index.view([1] * dim + [-1])
-    while index.dim() < src.dim():
-        index = index.unsqueeze(-1)
-    return index.expand(src.shape)
-
-
-def default_dim_size(index: torch.Tensor, src: torch.Tensor, dim: int) -> int:
-    """docs/ops.md (torch_scatter's rule): ``max + 1`` over the index broadcast
-    to src, so 0 when src or the index is empty."""
-    full = broadcast_index(index, src, dim % src.dim())
-    return int(full.max()) + 1 if full.numel() > 0 else 0
-
-
 @dataclass
 class ScatterReference:
     value: torch.Tensor  # float64 / int64, not rounded back to src's dtype
@@ -226,16 +208,6 @@ def scatter_reference(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size
 def gamma(k: torch.Tensor, u: float) -> torch.Tensor:
     """Higham's gamma_k = k u / (1 - k u): relative error bound of a k-term sum."""
     return k * u / (1 - k * u)
-
-
-def ulp(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Spacing of `dtype` at |x| (float64), subnormal spacing below the normal
-    range. frexp gives the exponent exactly (log2 may round up just below a
-    power of two)."""
-    info = torch.finfo(dtype)
-    x = x.to(torch.float64).abs().clamp_min(info.tiny)
-    _, exponent = torch.frexp(x)
-    return info.eps * torch.pow(2.0, (exponent - 1).to(torch.float64))
 
 
 def assert_scatter_matches(actual: torch.Tensor, ref: ScatterReference, dtype: torch.dtype,
@@ -492,7 +464,7 @@ def test_scatter_sum_out_of_range(case: dict, device: str) -> None:
     if bool(keep.all()):
         return  # nothing out of range after all
     context = f"scatter_sum out-of-range {case}"
-    if device == "cpu" or torchplug.checks_enabled():
+    if torchplug.validates_indices(device):
         if out is None:
             with pytest.raises(IndexError, match="torchplug::scatter_sum.*'index'"):
                 torchplug.scatter_sum(src, index, dim, dim_size=dim_size)

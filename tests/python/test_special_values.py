@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import torchplug
+from scatter_reference import broadcast_index, default_dim_size
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 NAN, INF = float("nan"), float("inf")
@@ -182,20 +183,23 @@ def index_add_reference(src: torch.Tensor, index: torch.Tensor, dim: int, n: int
 def full_index(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
     """The 1-D index laid along dim and materialised to src's shape (so the
     kernels take their full-index path)."""
-    d = dim % src.dim()
-    view = [1] * src.dim()
-    view[d] = -1
-    return index.view(view).expand(src.shape).contiguous()
+    return broadcast_index(index, src, dim).contiguous()
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("shape, dim", SPECIAL_LAYOUTS)
 @pytest.mark.parametrize("index_kind", ["1d", "full"])
+@pytest.mark.parametrize("order", ["given", "sorted"])
 def test_scatter_special_values(
-    dtype: torch.dtype, shape: tuple, dim: int, index_kind: str, device: str
+    dtype: torch.dtype, shape: tuple, dim: int, index_kind: str, order: str, device: str
 ) -> None:
+    """Sorting the terms (CUDA: the no-permutation path) only reorders each
+    slot's terms, so the same slots hold the same specials."""
     src = special_src(shape, dim, dtype, device)
     index = torch.tensor(SPECIAL_INDEX, device=device)
+    if order == "sorted":
+        index, permutation = index.sort(stable=True)
+        src = src.index_select(dim % src.dim(), permutation)
     if index_kind == "full":
         index = full_index(index, src, dim)
     got = torchplug.scatter_sum(src, index, dim, dim_size=SPECIAL_N)
@@ -211,23 +215,6 @@ def test_scatter_special_values(
     # Default dim_size: max + 1 = 5.
     got = torchplug.scatter_sum(src, index, dim)
     assert_same_values(got, index_add_reference(src, index, dim, SPECIAL_N - 1))
-
-
-@pytest.mark.parametrize("dtype", FLOATS, ids=str)
-@pytest.mark.parametrize("shape, dim", SPECIAL_LAYOUTS)
-@pytest.mark.parametrize("index_kind", ["1d", "full"])
-def test_scatter_special_values_sorted(
-    dtype: torch.dtype, shape: tuple, dim: int, index_kind: str, device: str
-) -> None:
-    """The same terms with the index sorted (CUDA: the no-permutation path)."""
-    order = torch.tensor(SPECIAL_INDEX).argsort(stable=True)
-    d = dim % len(shape)
-    src = special_src(shape, dim, dtype, device).index_select(d, order.to(device))
-    index = torch.tensor(SPECIAL_INDEX)[order].to(device)
-    if index_kind == "full":
-        index = full_index(index, src, dim)
-    got = torchplug.scatter_sum(src, index, dim, dim_size=SPECIAL_N)
-    assert_same_values(got, index_add_reference(src, index, dim, SPECIAL_N))
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
@@ -372,14 +359,11 @@ def docs_output(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: Opti
     size-1 dims expanded); dim_size defaults to max + 1 over that broadcast
     index, 0 when it is empty."""
     d = dim % src.dim()
-    full = index.view([1] * d + [-1]) if index.dim() == 1 else index
-    while full.dim() < src.dim():
-        full = full.unsqueeze(-1)
-    full = full.expand(src.shape)
+    full = broadcast_index(index, src, d)
     if out is not None:
         base = out.clone()
     else:
-        n = dim_size if dim_size is not None else (int(full.max()) + 1 if full.numel() > 0 else 0)
+        n = dim_size if dim_size is not None else default_dim_size(index, src, d)
         shape = list(src.shape)
         shape[d] = n
         base = torch.zeros(shape, dtype=src.dtype, device=src.device)
@@ -542,7 +526,7 @@ def test_scatter_n0_with_sources(device: str) -> None:
     them all and returns the empty output."""
     src = torch.ones((4, 3), device=device)
     index = torch.tensor([0, 1, 0, 2], device=device)
-    if device == "cpu" or torchplug.checks_enabled():
+    if torchplug.validates_indices(device):
         with pytest.raises(IndexError, match=f"{OP}.*'index'"):
             torchplug.scatter_sum(src, index, 0, dim_size=0)
         with pytest.raises(IndexError, match=f"{OP}.*'index'"):

@@ -57,12 +57,8 @@ def _checked(call: Callable[[], Tensor]) -> Callable[[], Tensor]:
     """``call`` with checked mode on, restored afterwards."""
 
     def run() -> Tensor:
-        before = torchplug.checks_enabled()
-        torchplug.set_checks(True)
-        try:
+        with torchplug.checked():
             return call()
-        finally:
-            torchplug.set_checks(before)
 
     return run
 

@@ -44,12 +44,16 @@ class ScatterWorkload:
     dtype: torch.dtype = torch.float32
 
     @property
+    def order(self) -> str:
+        """``"sorted"`` or ``"random"``: how the index is made."""
+        return "sorted" if self.sorted_index else "random"
+
+    @property
     def name(self) -> str:
         """Table label, e.g. ``scatter_sum E=10M F=64 N=1M random float32``."""
-        order = "sorted" if self.sorted_index else "random"
         return (
             f"scatter_sum E={count_label(self.e)} F={self.f} N={count_label(self.n)} "
-            f"{order} {dtype_label(self.dtype)}"
+            f"{self.order} {dtype_label(self.dtype)}"
         )
 
     @property
@@ -68,7 +72,7 @@ class ScatterWorkload:
             "E": self.e,
             "F": self.f,
             "N": self.n,
-            "index": "sorted" if self.sorted_index else "random",
+            "index": self.order,
             "dtype": dtype_label(self.dtype),
         }
 

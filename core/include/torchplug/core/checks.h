@@ -54,6 +54,10 @@ void check_index_range(const char* op, const char* arg, IndexBounds bounds, int6
 bool cuda_checks_enabled();
 void set_cuda_checks(bool enabled);
 
+// Whether an op on `device` validates index values before writing: always on
+// CPU, on CUDA in checked mode.
+bool validates_indices(const at::Device& device);
+
 }  // namespace torchplug::core
 
 #define TORCHPLUG_CHECK_CPU(op, x) ::torchplug::core::check_cpu(op, #x, x)
