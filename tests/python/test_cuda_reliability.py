@@ -72,19 +72,21 @@ def test_hot_row_with_out_of_range_values(checks_off, dtype: torch.dtype) -> Non
     # A row with more than 1024 sources takes the row-runs kernel; out-of-range
     # values leave the permutation shorter than E, and the first call leaves a
     # fully written permutation in the allocator's cache for the second to reuse.
+    # Small integer values keep every sum exact in either dtype, so the check is
+    # exact whatever the summation order and a source added twice cannot hide.
     torch.manual_seed(3)
     E, N, F = 20000, 50, 16
     index = torch.randint(0, N, (E,), device="cuda")
     index[:5000] = 7
     index = index[torch.randperm(E, device="cuda")]
-    src = torch.randn(E, F, device="cuda", dtype=dtype)
+    src = torch.randint(-8, 9, (E, F), device="cuda").to(dtype)
     torchplug.scatter_sum(src, index, 0, dim_size=N)
     bad = index.clone()
     bad[::97], bad[5::101] = -1, N
     out = torchplug.scatter_sum(src, bad, 0, dim_size=N)
     keep = (bad >= 0) & (bad < N)
     want = torch.zeros(N, F, device="cuda", dtype=dtype).index_add_(0, bad[keep], src[keep])
-    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
 
 
 def test_checked_mode_raises_before_writing(checks_on) -> None:
