@@ -744,6 +744,32 @@ def test_rejects_too_large_index_cpu() -> None:
         torchplug.scatter_sum(src, full, 0, dim_size=4)
 
 
+# A sorted index (the CUDA kernels find it sorted and need no permutation) with
+# rows of 0 to 300 sources, trailing rows with none, every vector width, with
+# and without out=. Small integer values keep the sums exact; the half types
+# are rounded once.
+@pytest.mark.parametrize("F", [2, 4, 8, 16, 32, 64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64], ids=str)
+def test_sorted_narrow_rows(F: int, dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(22)
+    N = 1000
+    degree = torch.randint(0, 12, (N,))
+    degree[::7], degree[5], degree[N - 1] = 0, 300, 40
+    index = torch.repeat_interleave(torch.arange(N), degree).to(device)
+    src = torch.randint(-8, 9, (index.numel(), F)).to(dtype).to(device)
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    base = torch.randint(-8, 9, (N + 5, F), device=device)
+
+    def want(start: torch.Tensor) -> torch.Tensor:
+        return start.to(wide).index_add_(0, index, src.to(wide)).to(dtype)
+
+    out = torchplug.scatter_sum(src, index, 0, dim_size=N + 5)
+    torch.testing.assert_close(out, want(torch.zeros_like(base)), rtol=0, atol=0)
+    out = base.to(dtype)
+    torchplug.scatter_sum(src, index, 0, out=out)
+    torch.testing.assert_close(out, want(base), rtol=0, atol=0)
+
+
 def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
     """On CUDA bad index values are skipped, never written out of bounds."""
     torch.manual_seed(20)
