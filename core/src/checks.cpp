@@ -1,7 +1,7 @@
 #include "torchplug/core/checks.h"
 
 #include <ATen/ops/aminmax.h>
-#include <ATen/ops/stack.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -82,8 +82,10 @@ void check_index_dtype(const char* op, const char* arg, const at::Tensor& index)
 
 IndexBounds index_bounds(const at::Tensor& index) {
   if (index.numel() == 0) return {0, -1};
-  auto [lo, hi] = at::aminmax(index);
-  const auto both = at::stack({lo, hi}).cpu();
+  at::Tensor both = at::empty({2}, index.options());
+  at::Tensor lo = both.select(0, 0), hi = both.select(0, 1);
+  at::aminmax_out(lo, hi, index);
+  both = both.cpu();
   return {both.const_data_ptr<int64_t>()[0], both.const_data_ptr<int64_t>()[1]};
 }
 

@@ -10,6 +10,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/ceil_div.h>
 #include <torch/library.h>
 
 namespace torchplug::add_detail {
@@ -119,7 +120,7 @@ void add_kernel_cuda(const AddOperands& operands) {
     if (flat && core::is_aligned(a.const_data_ptr(), 16) && core::is_aligned(b.const_data_ptr(), 16) &&
         core::is_aligned(out.data_ptr(), 16)) {
       const int64_t vectors = n / core::kVectorWidth<scalar_t>;
-      const int64_t items = std::max<int64_t>(1, (vectors + kUnroll - 1) / kUnroll);
+      const int64_t items = std::max<int64_t>(1, at::ceil_div<int64_t>(vectors, kUnroll));
       core::launch(add_vectorized_kernel<scalar_t>, items, a.const_data_ptr<scalar_t>(),
                    b.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), n);
     } else {

@@ -7,6 +7,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/ceil_div.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -99,7 +100,7 @@ struct Buckets {
 // keeps every bucket in source order whatever the thread count.
 Buckets partition_rows(const ScatterProblem& p, const int64_t* index, int shift, int64_t threads) {
   const int64_t buckets = ((p.N - 1) >> shift) + 1;
-  const int64_t chunk = (p.E + threads - 1) / threads;
+  const int64_t chunk = at::ceil_div<int64_t>(p.E, threads);
   std::vector<int64_t> cursor(threads * buckets, 0);
   const auto each_chunk = [&](auto&& fn) {
     at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
@@ -229,7 +230,7 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
     const at::Tensor copies = at::zeros(
         {threads - 1, out_numel}, p.src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
     acc_t* copy = copies.mutable_data_ptr<acc_t>();
-    const int64_t chunk = (p.E + threads - 1) / threads;
+    const int64_t chunk = at::ceil_div<int64_t>(p.E, threads);
     at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
       for (int64_t t = t_begin; t < t_end; ++t) {
         acc_t* dst = t == 0 ? acc : copy + (t - 1) * out_numel;

@@ -27,6 +27,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/ceil_div.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/amax.h>
@@ -319,7 +320,7 @@ void row_runs(const ScatterProblem& p, const offset_t* perm, const offset_t* lis
   const auto acc_tensor = accumulator(p);
   const auto* src = p.src.const_data_ptr<scalar_t>();
   auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
-  const int64_t chunks = (p.E + kRowsPerThread - 1) / kRowsPerThread;
+  const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
   // Float accumulators take 16-byte vector atomics, which need 16-byte alignment.
   const int64_t acc_alignment = core::is_aligned(acc, 16) ? 16 : sizeof(acc_t);
   with_vector_width<scalar_t>(p.inner, {src}, [&](auto w) {
@@ -349,7 +350,7 @@ void csr_sum(const ScatterProblem& p) {
   at::Tensor stats = at::zeros({p.N + 3}, offset_options);
   at::Tensor counts = stats.narrow(0, 0, p.N + 1);
   auto* stats_ptr = stats.mutable_data_ptr<offset_t>();
-  const int64_t count_threads = (p.E + kIndexPassUnroll - 1) / kIndexPassUnroll;
+  const int64_t count_threads = at::ceil_div<int64_t>(p.E, kIndexPassUnroll);
   core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr,
                stats_ptr + p.N + 1);
   const at::Tensor rowptr = at::cumsum(counts, 0, counts.scalar_type());
@@ -396,7 +397,7 @@ void warp_runs(const ScatterProblem& p) {
   const auto* index = p.index.const_data_ptr<int64_t>();
   auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
   const int64_t numel = p.src.numel();
-  const int64_t threads = (numel + kWarpRunsUnroll - 1) / kWarpRunsUnroll;
+  const int64_t threads = at::ceil_div<int64_t>(numel, kWarpRunsUnroll);
   const bool flat = p.outer == 1 && p.inner == 1;
   if (flat) {
     core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, true, true>, threads, src, index, acc,

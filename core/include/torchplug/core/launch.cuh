@@ -9,6 +9,7 @@
 //     TORCHPLUG_GRID_STRIDE_LOOP(i, n) { ... }             // 64-bit, any n
 //   }
 
+#include <ATen/ceil_div.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
@@ -23,9 +24,9 @@ constexpr int kThreadsPerBlock = 256;
 
 // One thread per item, as long as the grid's x dimension allows; grid-stride
 // loops cover whatever is left.
-inline int64_t grid_size(int64_t n, int threads = kThreadsPerBlock) {
+inline int64_t grid_size(int64_t n) {
   constexpr int64_t kMaxBlocks = (int64_t{1} << 31) - 1;
-  return std::max<int64_t>(1, std::min((n + threads - 1) / threads, kMaxBlocks));
+  return std::max<int64_t>(1, std::min(at::ceil_div<int64_t>(n, kThreadsPerBlock), kMaxBlocks));
 }
 
 // Launches `kernel` over `n` items on the current stream of the current device
