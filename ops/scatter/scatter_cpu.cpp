@@ -7,8 +7,8 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/ceil_div.h>
 #include <ATen/Parallel.h>
+#include <ATen/ceil_div.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
