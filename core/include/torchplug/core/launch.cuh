@@ -4,6 +4,7 @@
 //
 //   const c10::cuda::CUDAGuard guard(src.device());      // the inputs' device
 //   torchplug::core::launch(my_kernel, n, args...);       // current stream, checked
+//   torchplug::core::launch_one_wave(my_kernel, n, args...);  // at most one wave of blocks
 //
 //   __global__ void my_kernel(int64_t n, ...) {
 //     TORCHPLUG_GRID_STRIDE_LOOP(i, n) { ... }             // 64-bit, any n
@@ -29,14 +30,36 @@ inline int64_t grid_size(int64_t n) {
   return std::max<int64_t>(1, std::min(at::ceil_div<int64_t>(n, kThreadsPerBlock), kMaxBlocks));
 }
 
+namespace detail {
+template <typename Kernel, typename... Args>
+void launch_blocks(Kernel kernel, int64_t blocks, Args... args) {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(args...);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+}  // namespace detail
+
 // Launches `kernel` over `n` items on the current stream of the current device
 // and raises if the launch failed. Does nothing for n == 0.
 template <typename Kernel, typename... Args>
 void launch(Kernel kernel, int64_t n, Args... args) {
   if (n <= 0) return;
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  kernel<<<grid_size(n), kThreadsPerBlock, 0, stream>>>(args...);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  detail::launch_blocks(kernel, grid_size(n), args...);
+}
+
+// As launch(), with at most as many blocks as the device holds at once (for
+// this kernel's registers): for grid-stride kernels that may find nothing to
+// do (they read a flag on the device and return), so that an idle launch
+// costs one wave of blocks rather than one block per 256 items.
+template <typename Kernel, typename... Args>
+void launch_one_wave(Kernel kernel, int64_t n, Args... args) {
+  if (n <= 0) return;
+  int blocks_per_sm = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel,
+                                                               kThreadsPerBlock, 0));
+  const int64_t wave =
+      int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * std::max(blocks_per_sm, 1);
+  detail::launch_blocks(kernel, std::min(grid_size(n), wave), args...);
 }
 
 // N values of T loaded or stored as one aligned access (16 bytes for N = 16 / sizeof(T)).
