@@ -2,18 +2,23 @@
 // skipped by every kernel: a bad index never writes out of bounds.
 //
 // Which kernel runs:
-//   1-D index, inner > 1 -> one pass over the index counts each output row's
-//       sources and notes whether the index is sorted (nobody has to say so).
-//       A prefix sum gives each row its range of sources (CSR). Unsorted
-//       indices, and those with values outside [0, N), get a permutation
-//       listing each row's sources (a counting sort); sorted ones need none.
-//         - segments: one thread per (outer, row, column vector) sums its row's sources
-//           and writes the row once: no atomics, no zero fill, no read-modify-
-//           write of rows the L2 cannot hold. Extra memory O(E + N), never O(E x F).
-//         - row runs, when some row has more than kMaxSegment sources (skewed
-//           degrees would serialise on one thread): threads take equal slices
-//           of the sorted order, add while the row repeats and issue one
-//           (vector) atomic per run.
+//   1-D index, inner > 1 -> CSR, with no host synchronisation: each choice
+//       below is made on the device, by kernels that read a flag an earlier
+//       one wrote and return when the work is not theirs.
+//         - one pass over the index counts each output row's sources and
+//           notes whether the index is sorted (nobody has to say so); a prefix
+//           sum gives each row its range of positions in the sorted order.
+//         - unsorted indices, and those with values outside [0, N), get a
+//           permutation listing each row's sources (a counting sort); sorted
+//           ones need none.
+//         - segments: one thread per (outer, row, column vector) sums its row's
+//           sources and writes the row once: no atomics, no zero fill, no read-
+//           modify-write of rows the L2 cannot hold.
+//         - long rows, more than kMaxSegment sources, which would serialise on
+//           one thread: threads take equal slices of the sorted order and add
+//           each run of such a row into a scratch slot in src's math type with
+//           one (vector) atomic; a last pass writes those rows.
+//       Extra memory O(E + N), never O(E x F).
 //   inner == 1, or an index of src's shape -> warp runs: kWarpRunsUnroll
 //       chunks of 32 consecutive elements per warp; runs of equal slots are
 //       found with a ballot, summed with a segmented shuffle scan and added
@@ -30,7 +35,6 @@
 #include <ATen/ceil_div.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/amax.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
@@ -42,7 +46,7 @@ namespace {
 using core::Vector;
 
 constexpr int kRowsPerThread = 16;
-// A row with more sources than this goes to the row-runs kernel.
+// A row with more sources than this goes to the long-row kernels.
 constexpr int64_t kMaxSegment = 1024;
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -114,52 +118,7 @@ __global__ void scatter_warp_runs_kernel(const scalar_t* __restrict__ src,
   }
 }
 
-// ---- row runs ----------------------------------------------------------------
-
-// Thread (o, chunk, v) takes kRowsPerThread consecutive positions k of the
-// sorted order (source perm[k], or k itself without a permutation). The
-// permutation lists only in-range entries: *listed of them, fewer than E when
-// some index value lies outside [0, N).
-template <typename scalar_t, typename acc_t, int V, typename offset_t>
-__global__ void scatter_row_runs_kernel(const scalar_t* __restrict__ src,
-                                        const int64_t* __restrict__ index,
-                                        const offset_t* __restrict__ perm,
-                                        const offset_t* __restrict__ listed,
-                                        acc_t* __restrict__ acc, int64_t E, int64_t inner,
-                                        int64_t N, int64_t chunks, int64_t items) {
-  const int64_t vectors = inner / V;
-  const int64_t positions = perm ? static_cast<int64_t>(*listed) : E;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
-    const int64_t v = t % vectors;
-    const int64_t chunk = (t / vectors) % chunks;
-    const int64_t o = t / vectors / chunks;
-    const int64_t k_begin = chunk * kRowsPerThread;
-    const int64_t k_end = min(k_begin + kRowsPerThread, positions);
-    const scalar_t* column = src + o * E * inner + v * V;
-    acc_t* out_column = acc + o * N * inner + v * V;
-
-    int64_t row = -1;
-    acc_t sum[V];
-    for (int64_t k = k_begin; k < k_end; ++k) {
-      const int64_t e = perm ? static_cast<int64_t>(perm[k]) : k;
-      const int64_t next = index[e];
-      acc_t value[V];
-      load_as<scalar_t, V>(column + e * inner, value);
-      if (next != row) {
-        if (row >= 0 && row < N) core::atomic_add_vector(out_column + row * inner, sum);
-        row = next;
-#pragma unroll
-        for (int j = 0; j < V; ++j) sum[j] = value[j];
-      } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j) sum[j] += value[j];
-      }
-    }
-    if (row >= 0 && row < N) core::atomic_add_vector(out_column + row * inner, sum);
-  }
-}
-
-// ---- segments ----------------------------------------------------------------
+// ---- CSR ---------------------------------------------------------------------
 
 // counts[row + 1] = how many entries of index name row, one atomic per run of
 // equal rows in a warp; *unsorted = 1 if some index[e] > index[e + 1] or some
@@ -203,12 +162,15 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
   if (__syncthreads_or(descent) && threadIdx.x == 0) *unsorted = 1;
 }
 
-// perm[rowptr[row] ...] = the entries naming row, in arbitrary order; cursor
-// starts as a copy of rowptr. kIndexPassUnroll entries per thread, so that as
-// many returning atomics are in flight.
+// perm[rowptr[row] ...] = the entries naming row, in arbitrary order, when
+// *unsorted; rowptr[0, N) serve as the cursors, which leaves rowptr[row] at the
+// end of row's range. kIndexPassUnroll entries per thread, so that as many
+// returning atomics are in flight.
 template <typename offset_t>
 __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
-                                 offset_t* __restrict__ cursor, offset_t* __restrict__ perm) {
+                                 const offset_t* __restrict__ unsorted, offset_t* __restrict__ rowptr,
+                                 offset_t* __restrict__ perm) {
+  if (*unsorted == 0) return;
   const int64_t span = static_cast<int64_t>(blockDim.x) * kIndexPassUnroll;
   for (int64_t base = blockIdx.x * span; base < E; base += gridDim.x * span) {
     int64_t rows[kIndexPassUnroll];
@@ -220,7 +182,7 @@ __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, i
     }
 #pragma unroll
     for (int u = 0; u < kIndexPassUnroll; ++u) {
-      if (rows[u] >= 0 && rows[u] < N) slots[u] = core::fetch_add(cursor + rows[u], offset_t{1});
+      if (rows[u] >= 0 && rows[u] < N) slots[u] = core::fetch_add(rowptr + rows[u], offset_t{1});
     }
 #pragma unroll
     for (int u = 0; u < kIndexPassUnroll; ++u) {
@@ -230,54 +192,203 @@ __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, i
   }
 }
 
-// One thread per (outer, row, column vector): sums the row's sources (perm[k],
-// or k itself for a sorted index, for k in rowptr[row] .. rowptr[row + 1]) and
-// writes the row once. Kept lean on purpose: three 64-bit divisions per item
-// and a perm check per source cost this gather a fifth of its bandwidth on the
-// H200.
+// The CSR as the kernels after the counting pass read it.
+template <typename offset_t>
+struct Csr {
+  const offset_t* rowptr;    // N + 1 prefix sums; see bounds()
+  const offset_t* perm;      // E entries, filled only when *unsorted
+  const offset_t* unsorted;  // written by the counting pass
+  offset_t* long_rows;       // set when some row has more than kMaxSegment sources
+
+  // Row r's sources are positions [start, end) of the sorted order: rowptr[r]
+  // .. rowptr[r + 1] for a sorted index; the permutation fill moves each
+  // rowptr[r] to the end of row r, so rowptr[r - 1] (0 for r = 0) .. rowptr[r]
+  // after it. All three loads go out at once, whatever `permuted` turns out to be.
+  __device__ __forceinline__ void bounds(int64_t row, bool permuted, offset_t& start,
+                                         offset_t& end) const {
+    const offset_t before = row == 0 ? 0 : rowptr[row - 1];
+    const offset_t at = rowptr[row];
+    const offset_t after = rowptr[row + 1];
+    start = permuted ? before : at;
+    end = permuted ? at : after;
+  }
+};
+
+// One accumulator per (outer, long row) in src's math type, `slots` per outer
+// index: row itself when per_row, else start / kMaxSegment (two long rows start
+// more than kMaxSegment positions apart, so they never share one).
+template <typename acc_t>
+struct LongRowScratch {
+  acc_t* data;
+  int64_t slots;
+  bool per_row;
+
+  __device__ acc_t* row(int64_t o, int64_t row, int64_t start, int64_t inner) const {
+    return data + (o * slots + (per_row ? row : start / kMaxSegment)) * inner;
+  }
+};
+
+// Item t of a grid over (outer, row, column vector).
+struct RowItem {
+  int64_t slot;  // o * N + row
+  int64_t o, row, v;
+};
+
+__device__ __forceinline__ RowItem row_item(int64_t t, int64_t vectors, int64_t outer, int64_t N) {
+  RowItem item;
+  item.slot = t / vectors;
+  item.v = t - item.slot * vectors;
+  item.o = outer == 1 ? 0 : item.slot / N;
+  item.row = item.slot - item.o * N;
+  return item;
+}
+
+// Adds sources k .. k + U - 1 of a row into sum, with all U loads in flight.
+template <int U, bool kPermuted, typename scalar_t, int V, typename offset_t>
+__device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V],
+                                            const scalar_t* column, const offset_t* perm,
+                                            offset_t k, int64_t inner) {
+  at::opmath_type<scalar_t> value[U][V];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t e = kPermuted ? static_cast<int64_t>(perm[k + u]) : static_cast<int64_t>(k + u);
+    load_as<scalar_t, V>(column + e * inner, value[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) sum[j] += value[u][j];
+  }
+}
+
+// Adds sources k .. end - 1 of a row into sum: batches of 8, then, for a
+// sorted index, one batch each of 4, 2 and 1, so that a row's last sources
+// wait out at most three memory latencies. With a permutation that tail
+// measured slower, so there it stays one source at a time.
+template <bool kPermuted, typename scalar_t, int V, typename offset_t>
+__device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], const scalar_t* column,
+                                        const offset_t* perm, offset_t k, offset_t end,
+                                        int64_t inner) {
+  for (; static_cast<int64_t>(k) + 8 <= end; k += 8) add_sources<8, kPermuted>(sum, column, perm, k, inner);
+  if constexpr (kPermuted) {
+    for (; k < end; ++k) add_sources<1, kPermuted>(sum, column, perm, k, inner);
+  } else {
+    if (end - k >= 4) {
+      add_sources<4, kPermuted>(sum, column, perm, k, inner);
+      k += 4;
+    }
+    if (end - k >= 2) {
+      add_sources<2, kPermuted>(sum, column, perm, k, inner);
+      k += 2;
+    }
+    if (k < end) add_sources<1, kPermuted>(sum, column, perm, k, inner);
+  }
+}
+
+// One thread per (outer, row, column vector): sums the row's sources and
+// writes the row once. A row with more than kMaxSegment sources is left to the
+// long-row kernels: its scratch slot is zeroed and *long_rows set. Both kinds
+// of index are launched; the one that does not match *unsorted returns. Kept
+// lean on purpose: three 64-bit divisions per item and a perm check per source
+// cost this gather a fifth of its bandwidth on the H200, and one kernel for
+// both kinds (the registers of the sorted one) a sixth of it with a permutation.
 template <typename scalar_t, int V, typename offset_t, bool kPermuted>
-__global__ void segment_sum_kernel(const scalar_t* __restrict__ src,
-                                   const offset_t* __restrict__ rowptr,
-                                   const offset_t* __restrict__ perm, scalar_t* __restrict__ out,
-                                   int64_t E, int64_t inner, int64_t outer, int64_t N,
-                                   int64_t items, bool accumulate) {
+__global__ void segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_t> csr,
+                                   LongRowScratch<at::opmath_type<scalar_t>> scratch,
+                                   scalar_t* __restrict__ out, int64_t E, int64_t inner,
+                                   int64_t outer, int64_t N, int64_t items, bool accumulate) {
   using acc_t = at::opmath_type<scalar_t>;
-  constexpr int kUnroll = 8;
+  if ((*csr.unsorted != 0) != kPermuted) return;
   const int64_t vectors = inner / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
-    const int64_t slot = t / vectors;  // o * N + row
-    const int64_t v = t - slot * vectors;
-    const int64_t o = outer == 1 ? 0 : slot / N;
-    const int64_t row = slot - o * N;
-    const scalar_t* column = src + o * E * inner + v * V;
-    scalar_t* target = out + slot * inner + v * V;
-
+    const RowItem item = row_item(t, vectors, outer, N);
+    offset_t start, end;
+    csr.bounds(item.row, kPermuted, start, end);
+    if (end - start > kMaxSegment) {
+      *reinterpret_cast<Vector<acc_t, V>*>(scratch.row(item.o, item.row, start, inner) + item.v * V) = {};
+      *csr.long_rows = 1;
+      continue;
+    }
+    const scalar_t* column = src + item.o * E * inner + item.v * V;
+    scalar_t* target = out + item.slot * inner + item.v * V;
     acc_t sum[V] = {};
     if (accumulate) load_as<scalar_t, V>(target, sum);
-    offset_t k = rowptr[row];
-    const offset_t end = rowptr[row + 1];
-    for (; static_cast<int64_t>(k) + kUnroll <= end; k += kUnroll) {
-      acc_t value[kUnroll][V];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t e = kPermuted ? perm[k + u] : k + u;
-        load_as<scalar_t, V>(column + e * inner, value[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) sum[j] += value[u][j];
-      }
-    }
-    for (; k < end; ++k) {
-      acc_t value[V];
-      load_as<scalar_t, V>(column + static_cast<int64_t>(kPermuted ? perm[k] : k) * inner, value);
-#pragma unroll
-      for (int j = 0; j < V; ++j) sum[j] += value[j];
-    }
+    add_row<kPermuted, scalar_t, V>(sum, column, csr.perm, start, end, inner);
     Vector<scalar_t, V> result;
 #pragma unroll
     for (int j = 0; j < V; ++j) result.val[j] = static_cast<scalar_t>(sum[j]);
+    *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
+  }
+}
+
+// Adds the sources of long rows into their scratch slots. Thread (o, chunk, v)
+// takes kRowsPerThread consecutive positions of the sorted order and issues one
+// (vector) atomic per run of a long row among them; other rows are skipped.
+template <typename scalar_t, int V, typename offset_t>
+__global__ void long_rows_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
+                                 Csr<offset_t> csr, LongRowScratch<at::opmath_type<scalar_t>> scratch,
+                                 int64_t E, int64_t inner, int64_t N, int64_t chunks, int64_t items) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*csr.long_rows == 0) return;
+  const bool permuted = *csr.unsorted != 0;
+  const int64_t positions = csr.rowptr[N];
+  const int64_t vectors = inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+    const int64_t v = t % vectors;
+    const int64_t chunk = t / vectors % chunks;
+    const int64_t o = t / vectors / chunks;
+    const int64_t k_end = min((chunk + 1) * kRowsPerThread, positions);
+    const scalar_t* column = src + o * E * inner + v * V;
+
+    int64_t row = -1;
+    acc_t* target = nullptr;  // the current row's slot, when the row is long
+    acc_t sum[V];
+    for (int64_t k = chunk * kRowsPerThread; k < k_end; ++k) {
+      const int64_t e = permuted ? static_cast<int64_t>(csr.perm[k]) : k;
+      const int64_t next = index[e];
+      if (next != row) {
+        if (target) core::atomic_add_vector(target, sum);
+        row = next;
+        offset_t start, end;
+        csr.bounds(row, permuted, start, end);
+        target = end - start > kMaxSegment ? scratch.row(o, row, start, inner) + v * V : nullptr;
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum[j] = 0;
+      }
+      if (target) {
+        acc_t value[V];
+        load_as<scalar_t, V>(column + e * inner, value);
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum[j] += value[j];
+      }
+    }
+    if (target) core::atomic_add_vector(target, sum);
+  }
+}
+
+// Writes each long row: (accumulate ? out : 0) + its scratch slot.
+template <typename scalar_t, int V, typename offset_t>
+__global__ void store_long_rows_kernel(Csr<offset_t> csr,
+                                       LongRowScratch<at::opmath_type<scalar_t>> scratch,
+                                       scalar_t* __restrict__ out, int64_t inner, int64_t outer,
+                                       int64_t N, int64_t items, bool accumulate) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*csr.long_rows == 0) return;
+  const bool permuted = *csr.unsorted != 0;
+  const int64_t vectors = inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+    const RowItem item = row_item(t, vectors, outer, N);
+    offset_t start, end;
+    csr.bounds(item.row, permuted, start, end);
+    if (end - start <= kMaxSegment) continue;
+    scalar_t* target = out + item.slot * inner + item.v * V;
+    acc_t sum[V] = {};
+    if (accumulate) load_as<scalar_t, V>(target, sum);
+    acc_t partial[V];
+    load_as<acc_t, V>(scratch.row(item.o, item.row, start, inner) + item.v * V, partial);
+    Vector<scalar_t, V> result;
+#pragma unroll
+    for (int j = 0; j < V; ++j) result.val[j] = static_cast<scalar_t>(sum[j] + partial[j]);
     *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
   }
 }
@@ -312,80 +423,51 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
   });
 }
 
-// perm: the sorted order, or nullptr when the index is sorted; listed: how
-// many entries perm lists (on the device).
-template <typename scalar_t, typename offset_t>
-void row_runs(const ScatterProblem& p, const offset_t* perm, const offset_t* listed) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const auto acc_tensor = accumulator(p);
-  const auto* src = p.src.const_data_ptr<scalar_t>();
-  auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
-  const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
-  // Float accumulators take 16-byte vector atomics, which need 16-byte alignment.
-  const int64_t acc_alignment = core::is_aligned(acc, 16) ? 16 : sizeof(acc_t);
-  with_vector_width<scalar_t>(p.inner, {src}, [&](auto w) {
-    constexpr int V = decltype(w)::value;
-    if (V * sizeof(acc_t) > acc_alignment && V > 1) {
-      const int64_t items = p.outer * chunks * p.inner;
-      core::launch(scatter_row_runs_kernel<scalar_t, acc_t, 1, offset_t>, items, src,
-                   p.index.const_data_ptr<int64_t>(), perm, listed, acc, p.E, p.inner, p.N, chunks,
-                   items);
-    } else {
-      const int64_t items = p.outer * chunks * (p.inner / V);
-      core::launch(scatter_row_runs_kernel<scalar_t, acc_t, V, offset_t>, items, src,
-                   p.index.const_data_ptr<int64_t>(), perm, listed, acc, p.E, p.inner, p.N, chunks,
-                   items);
-    }
-  });
-  store_accumulator(p, acc_tensor);
-}
-
-// 1-D index, inner > 1: CSR of the index, then segments or row runs. Offsets
-// are 32-bit while E allows: half the bytes and faster atomics.
+// 1-D index, inner > 1: CSR of the index, then segments and long rows, all
+// queued at once. Offsets are 32-bit while E allows: half the bytes and faster
+// atomics.
 template <typename scalar_t, typename offset_t>
 void csr_sum(const ScatterProblem& p) {
+  using acc_t = at::opmath_type<scalar_t>;
   const auto* index = p.index.const_data_ptr<int64_t>();
   const at::TensorOptions offset_options = p.index.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
-  // [counts (N + 1) | unsorted flag | largest count]
+  // [counts (N + 1) | unsorted flag | long-rows flag]
   at::Tensor stats = at::zeros({p.N + 3}, offset_options);
-  at::Tensor counts = stats.narrow(0, 0, p.N + 1);
   auto* stats_ptr = stats.mutable_data_ptr<offset_t>();
   const int64_t count_threads = at::ceil_div<int64_t>(p.E, kIndexPassUnroll);
   core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr,
                stats_ptr + p.N + 1);
-  const at::Tensor rowptr = at::cumsum(counts, 0, counts.scalar_type());
-  at::Tensor largest = stats.narrow(0, p.N + 2, 1);
-  at::amax_out(largest, counts, {0}, /*keepdim=*/true);
-  // One synchronisation for both facts the choice of kernel needs.
-  const at::Tensor facts = stats.narrow(0, p.N + 1, 2).cpu();
-  const bool sorted = facts.const_data_ptr<offset_t>()[0] == 0;
-  const int64_t max_degree = facts.const_data_ptr<offset_t>()[1];
+  at::Tensor rowptr = at::cumsum(stats.narrow(0, 0, p.N + 1), 0, stats.scalar_type());
+  // Allocated for a sorted index too: knowing it is sorted would take a synchronisation.
+  at::Tensor perm = at::empty({p.E}, offset_options);
+  core::launch_one_wave(fill_perm_kernel<offset_t>, count_threads, index, p.E, p.N,
+                        stats_ptr + p.N + 1, rowptr.mutable_data_ptr<offset_t>(),
+                        perm.mutable_data_ptr<offset_t>());
+  const Csr<offset_t> csr{rowptr.const_data_ptr<offset_t>(), perm.const_data_ptr<offset_t>(),
+                          stats_ptr + p.N + 1, stats_ptr + p.N + 2};
 
-  at::Tensor perm;
-  if (!sorted) {
-    at::Tensor cursor = rowptr.narrow(0, 0, p.N).clone();
-    perm = at::empty({p.E}, offset_options);
-    core::launch(fill_perm_kernel<offset_t>, count_threads, index, p.E, p.N,
-                 cursor.mutable_data_ptr<offset_t>(), perm.mutable_data_ptr<offset_t>());
-  }
-  const offset_t* perm_ptr = sorted ? nullptr : perm.const_data_ptr<offset_t>();
-  if (max_degree > kMaxSegment) {
-    row_runs<scalar_t, offset_t>(p, perm_ptr, rowptr.const_data_ptr<offset_t>() + p.N);
-    return;
-  }
+  // Slots for at most min(N, E / kMaxSegment) long rows: never more than the output.
+  const int64_t slots = std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment));
+  at::Tensor scratch_tensor = at::empty({p.outer * slots * p.inner},
+                                        p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
+  const LongRowScratch<acc_t> scratch{scratch_tensor.mutable_data_ptr<acc_t>(), slots, slots == p.N};
+
   const auto* src = p.src.const_data_ptr<scalar_t>();
   auto* out = p.out.mutable_data_ptr<scalar_t>();
   with_vector_width<scalar_t>(p.inner, {src, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
-    const int64_t items = p.outer * p.N * (p.inner / V);
-    const auto* rowptr_ptr = rowptr.const_data_ptr<offset_t>();
-    if (sorted) {
-      core::launch(segment_sum_kernel<scalar_t, V, offset_t, false>, items, src, rowptr_ptr,
-                   perm_ptr, out, p.E, p.inner, p.outer, p.N, items, p.accumulate);
-    } else {
-      core::launch(segment_sum_kernel<scalar_t, V, offset_t, true>, items, src, rowptr_ptr,
-                   perm_ptr, out, p.E, p.inner, p.outer, p.N, items, p.accumulate);
-    }
+    const int64_t vectors = p.inner / V;
+    const int64_t rows = p.outer * p.N * vectors;
+    core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, false>, rows, src, csr,
+                          scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate);
+    core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, true>, rows, src, csr,
+                          scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate);
+    const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
+    const int64_t slices = p.outer * chunks * vectors;
+    core::launch_one_wave(long_rows_kernel<scalar_t, V, offset_t>, slices, src, index, csr,
+                          scratch, p.E, p.inner, p.N, chunks, slices);
+    core::launch_one_wave(store_long_rows_kernel<scalar_t, V, offset_t>, rows, csr, scratch, out,
+                          p.inner, p.outer, p.N, rows, p.accumulate);
   });
 }
 

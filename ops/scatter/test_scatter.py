@@ -770,6 +770,37 @@ def test_sorted_narrow_rows(F: int, dtype: torch.dtype, device: str) -> None:
     torch.testing.assert_close(out, want(base), rtol=0, atol=0)
 
 
+# Rows of more than 1024 sources (the CUDA segment kernel leaves them to the
+# long-row kernels) among ordinary ones: sorted and shuffled, with one scratch
+# slot per output row (few rows) or per 1024 positions (many), outer > 1, with
+# and without out=. Small integer values keep the sums exact; the half types
+# are rounded once.
+@pytest.mark.parametrize("outer", [1, 3])
+@pytest.mark.parametrize("N", [6, 5000], ids=["slot-per-row", "slot-per-position"])
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64], ids=str)
+def test_long_rows(outer: int, N: int, order: str, dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(23)
+    degree = torch.randint(0, 5, (N,))
+    degree[1], degree[N // 2], degree[N - 1] = 1025, 3000, 1500
+    index = torch.repeat_interleave(torch.arange(N), degree)
+    if order == "shuffled":
+        index = index[torch.randperm(index.numel())]
+    index = index.to(device)
+    src = torch.randint(-3, 4, (outer, index.numel(), 8)).to(dtype).to(device)
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    base = torch.randint(-8, 9, (outer, N, 8), device=device)
+
+    def want(start: torch.Tensor) -> torch.Tensor:
+        return start.to(wide).index_add_(1, index, src.to(wide)).to(dtype)
+
+    out = torchplug.scatter_sum(src, index, 1, dim_size=N)
+    torch.testing.assert_close(out, want(torch.zeros_like(base)), rtol=0, atol=0)
+    out = base.to(dtype)
+    torchplug.scatter_sum(src, index, 1, out=out)
+    torch.testing.assert_close(out, want(base), rtol=0, atol=0)
+
+
 def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
     """On CUDA bad index values are skipped, never written out of bounds."""
     torch.manual_seed(20)

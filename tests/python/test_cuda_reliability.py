@@ -69,7 +69,7 @@ def test_out_of_range_skipped_and_context_survives(checks_off, F: int, order: st
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_hot_row_with_out_of_range_values(checks_off, dtype: torch.dtype) -> None:
-    # A row with more than 1024 sources takes the row-runs kernel; out-of-range
+    # A row with more than 1024 sources takes the long-row kernels; out-of-range
     # values leave the permutation shorter than E, and the first call leaves a
     # fully written permutation in the allocator's cache for the second to reuse.
     # Small integer values keep every sum exact in either dtype, so the check is

@@ -442,7 +442,7 @@ def test_scatter_sum_large(case: dict, device: str) -> None:
     """Sizes past the CPU kernel's serial cutoff (2**15 source elements), so the
     multi-threaded schedules run (per-thread private outputs when the output is
     small against E, row ownership otherwise, column ownership for a full index);
-    on CUDA, rows past the segment kernel's 1024-source limit (row runs)."""
+    on CUDA, rows past the segment kernel's 1024-source limit (long-row kernels)."""
     run_scatter(case, device)
 
 
