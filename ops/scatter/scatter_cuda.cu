@@ -2,15 +2,16 @@
 // skipped by every kernel: a bad index never writes out of bounds.
 //
 // Which kernel runs:
-//   1-D index, inner > 1 -> CSR, with no host synchronisation: each choice
-//       below is made on the device, by kernels that read a flag an earlier
-//       one wrote and return when the work is not theirs.
+//   1-D index, inner > 1 -> CSR, with no host synchronisation (with dim_size
+//       given and checked mode off, the whole call): each choice below is made
+//       on the device, by kernels that read a flag an earlier one wrote and
+//       return when the work is not theirs.
 //         - one pass over the index counts each output row's sources and
 //           notes whether the index is sorted (nobody has to say so); a prefix
 //           sum gives each row its range of positions in the sorted order.
 //         - unsorted indices, and those with values outside [0, N), get a
-//           permutation listing each row's sources (a counting sort); sorted
-//           ones need none.
+//           permutation listing each row's sources (a counting sort); for
+//           sorted ones the fill returns at once.
 //         - segments: one thread per (outer, row, column vector) sums its row's
 //           sources and writes the row once: no atomics, no zero fill, no read-
 //           modify-write of rows the L2 cannot hold.
@@ -18,7 +19,9 @@
 //           one thread: threads take equal slices of the sorted order and add
 //           each run of such a row into a scratch slot in src's math type with
 //           one (vector) atomic; a last pass writes those rows.
-//       Extra memory O(E + N), never O(E x F).
+//       Extra memory: the E-long permutation, O(N) offsets and the long-row
+//       scratch, min(N, ceil(E / kMaxSegment)) rows of inner values in the
+//       math type per outer index; never O(E x F).
 //   inner == 1, or an index of src's shape -> warp runs: kWarpRunsUnroll
 //       chunks of 32 consecutive elements per warp; runs of equal slots are
 //       found with a ballot, summed with a segmented shuffle scan and added
@@ -192,11 +195,11 @@ __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, i
   }
 }
 
-// The CSR as the kernels after the counting pass read it.
+// The CSR as the kernels after the permutation fill read it.
 template <typename offset_t>
 struct Csr {
   const offset_t* rowptr;    // N + 1 prefix sums; see bounds()
-  const offset_t* perm;      // E entries, filled only when *unsorted
+  const offset_t* perm;      // E entries, the first rowptr[N] filled when *unsorted
   const offset_t* unsorted;  // written by the counting pass
   offset_t* long_rows;       // set when some row has more than kMaxSegment sources
 
@@ -446,7 +449,8 @@ void csr_sum(const ScatterProblem& p) {
   const Csr<offset_t> csr{rowptr.const_data_ptr<offset_t>(), perm.const_data_ptr<offset_t>(),
                           stats_ptr + p.N + 1, stats_ptr + p.N + 2};
 
-  // Slots for at most min(N, E / kMaxSegment) long rows: never more than the output.
+  // One slot per output row, or per kMaxSegment positions when that is fewer:
+  // never more elements than the output.
   const int64_t slots = std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment));
   at::Tensor scratch_tensor = at::empty({p.outer * slots * p.inner},
                                         p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));

@@ -772,14 +772,17 @@ def test_sorted_narrow_rows(F: int, dtype: torch.dtype, device: str) -> None:
 
 # Rows of more than 1024 sources (the CUDA segment kernel leaves them to the
 # long-row kernels) among ordinary ones: sorted and shuffled, with one scratch
-# slot per output row (few rows) or per 1024 positions (many), outer > 1, with
-# and without out=. Small integer values keep the sums exact; the half types
-# are rounded once.
+# slot per output row (few rows) or per 1024 positions (many), outer > 1, rows
+# of 1, 2 and 4 values per vector, with and without out=. Small integer values
+# keep the sums exact; the half types are rounded once.
+@pytest.mark.parametrize("F", [3, 6, 8])
 @pytest.mark.parametrize("outer", [1, 3])
 @pytest.mark.parametrize("N", [6, 5000], ids=["slot-per-row", "slot-per-position"])
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64], ids=str)
-def test_long_rows(outer: int, N: int, order: str, dtype: torch.dtype, device: str) -> None:
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64], ids=str
+)
+def test_long_rows(F: int, outer: int, N: int, order: str, dtype: torch.dtype, device: str) -> None:
     torch.manual_seed(23)
     degree = torch.randint(0, 5, (N,))
     degree[1], degree[N // 2], degree[N - 1] = 1025, 3000, 1500
@@ -787,9 +790,9 @@ def test_long_rows(outer: int, N: int, order: str, dtype: torch.dtype, device: s
     if order == "shuffled":
         index = index[torch.randperm(index.numel())]
     index = index.to(device)
-    src = torch.randint(-3, 4, (outer, index.numel(), 8)).to(dtype).to(device)
+    src = torch.randint(-3, 4, (outer, index.numel(), F)).to(dtype).to(device)
     wide = torch.float64 if dtype.is_floating_point else torch.int64
-    base = torch.randint(-8, 9, (outer, N, 8), device=device)
+    base = torch.randint(-8, 9, (outer, N, F), device=device)
 
     def want(start: torch.Tensor) -> torch.Tensor:
         return start.to(wide).index_add_(1, index, src.to(wide)).to(dtype)

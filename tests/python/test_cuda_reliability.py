@@ -67,6 +67,28 @@ def test_out_of_range_skipped_and_context_survives(checks_off, F: int, order: st
     assert torch.ones(3, device="cuda").sum().item() == 3
 
 
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_csr_path_never_synchronises(checks_off, order: str) -> None:
+    # With dim_size given and checked mode off, the CSR path (1-D index, rows
+    # of several values) queues every kernel and picks on the device: sorted or
+    # not, a row past 1024 sources or not. Any synchronisation raises here.
+    torch.manual_seed(4)
+    index = torch.randint(0, 100, (5000,), device="cuda")
+    index[:2000] = 3
+    if order == "sorted":
+        index = index.sort().values
+    src = torch.randint(-3, 4, (5000, 8), device="cuda").float()
+    torch.cuda.synchronize()
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = torchplug.scatter_sum(src, index, 0, dim_size=100)
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    want = torch.zeros(100, 8, device="cuda").index_add_(0, index, src)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_hot_row_with_out_of_range_values(checks_off, dtype: torch.dtype) -> None:
     # A row with more than 1024 sources takes the long-row kernels; out-of-range

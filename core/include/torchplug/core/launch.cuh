@@ -2,12 +2,12 @@
 
 // CUDA launch utilities shared by every plugin's kernels.
 //
-//   const c10::cuda::CUDAGuard guard(src.device());      // the inputs' device
-//   torchplug::core::launch(my_kernel, n, args...);       // current stream, checked
-//   torchplug::core::launch_one_wave(my_kernel, n, args...);  // at most one wave of blocks
+//   const c10::cuda::CUDAGuard guard(src.device());           // the inputs' device
+//   torchplug::core::launch(my_kernel, n, args...);            // current stream, checked
+//   torchplug::core::launch_one_wave(my_kernel, n, args...);   // at most one wave of blocks
 //
 //   __global__ void my_kernel(int64_t n, ...) {
-//     TORCHPLUG_GRID_STRIDE_LOOP(i, n) { ... }             // 64-bit, any n
+//     TORCHPLUG_GRID_STRIDE_LOOP(i, n) { ... }                  // 64-bit, any n
 //   }
 
 #include <ATen/ceil_div.h>
