@@ -42,6 +42,7 @@
 #include <torch/library.h>
 
 #include <limits>
+#include <type_traits>
 
 namespace torchplug::scatter_detail {
 namespace {
@@ -288,29 +289,32 @@ __device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], con
   }
 }
 
-// One thread per (outer, row, column vector): sums the row's sources and
+// One thread per (outer, row, column vector) item: sums the row's sources and
 // writes the row once. A row with more than kMaxSegment sources is left to the
 // long-row kernels: its scratch slot is zeroed and *long_rows set. Both kinds
-// of index are launched; the one that does not match *unsorted returns. Kept
-// lean on purpose: three 64-bit divisions per item and a perm check per source
-// cost this gather a fifth of its bandwidth on the H200, and one kernel for
-// both kinds (the registers of the sorted one) a sixth of it with a permutation.
+// of index are launched; the one that does not match *unsorted returns. The
+// items go out in tiles taken in order (core::for_each_tile), *next_tile
+// counting the tiles taken. Kept lean on purpose: three 64-bit divisions per
+// item and a perm check per source cost this gather a fifth of its bandwidth on
+// the H200, and one kernel for both kinds (the registers of the sorted one) a
+// sixth of it with a permutation.
 template <typename scalar_t, int V, typename offset_t, bool kPermuted>
-__global__ void segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_t> csr,
-                                   LongRowScratch<at::opmath_type<scalar_t>> scratch,
-                                   scalar_t* __restrict__ out, int64_t E, int64_t inner,
-                                   int64_t outer, int64_t N, int64_t items, bool accumulate) {
+__device__ __forceinline__ void segment_sum(const scalar_t* __restrict__ src, const Csr<offset_t>& csr,
+                                            const LongRowScratch<at::opmath_type<scalar_t>>& scratch,
+                                            scalar_t* __restrict__ out, int64_t E, int64_t inner,
+                                            int64_t outer, int64_t N, int64_t items, bool accumulate,
+                                            offset_t* __restrict__ next_tile) {
   using acc_t = at::opmath_type<scalar_t>;
   if ((*csr.unsorted != 0) != kPermuted) return;
   const int64_t vectors = inner / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+  core::for_each_tile(items, next_tile, [&](int64_t t) {
     const RowItem item = row_item(t, vectors, outer, N);
     offset_t start, end;
     csr.bounds(item.row, kPermuted, start, end);
     if (end - start > kMaxSegment) {
       *reinterpret_cast<Vector<acc_t, V>*>(scratch.row(item.o, item.row, start, inner) + item.v * V) = {};
       *csr.long_rows = 1;
-      continue;
+      return;
     }
     const scalar_t* column = src + item.o * E * inner + item.v * V;
     scalar_t* target = out + item.slot * inner + item.v * V;
@@ -321,7 +325,37 @@ __global__ void segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_
 #pragma unroll
     for (int j = 0; j < V; ++j) result.val[j] = static_cast<scalar_t>(sum[j]);
     *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
-  }
+  });
+}
+
+template <typename scalar_t, int V, typename offset_t, bool kPermuted>
+__global__ void segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_t> csr,
+                                   LongRowScratch<at::opmath_type<scalar_t>> scratch,
+                                   scalar_t* __restrict__ out, int64_t E, int64_t inner,
+                                   int64_t outer, int64_t N, int64_t items, bool accumulate,
+                                   offset_t* __restrict__ next_tile) {
+  segment_sum<scalar_t, V, offset_t, kPermuted>(src, csr, scratch, out, E, inner, outer, N, items,
+                                                accumulate, next_tile);
+}
+
+// The permuted gather waits on scattered loads and wants every warp an SM
+// holds: capped at 32 registers (8 blocks of 256 threads per SM) it ran 3%
+// faster at float32 and bfloat16, F=64, on the H200 than with the 34 and 44 it
+// takes uncapped (docs/benchmarks.md). Integer types and 64-bit offsets would
+// spill under the cap and take the uncapped kernel.
+template <typename scalar_t, typename offset_t>
+constexpr bool kCapPermutedRegisters =
+    std::is_floating_point_v<at::opmath_type<scalar_t>> && sizeof(offset_t) == 4;
+
+template <typename scalar_t, int V, typename offset_t>
+__global__ void __launch_bounds__(core::kThreadsPerBlock, 8)
+    capped_permuted_segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_t> csr,
+                                       LongRowScratch<at::opmath_type<scalar_t>> scratch,
+                                       scalar_t* __restrict__ out, int64_t E, int64_t inner,
+                                       int64_t outer, int64_t N, int64_t items, bool accumulate,
+                                       offset_t* __restrict__ next_tile) {
+  segment_sum<scalar_t, V, offset_t, true>(src, csr, scratch, out, E, inner, outer, N, items,
+                                           accumulate, next_tile);
 }
 
 // Adds the sources of long rows into their scratch slots. Thread (o, chunk, v)
@@ -434,20 +468,21 @@ void csr_sum(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const auto* index = p.index.const_data_ptr<int64_t>();
   const at::TensorOptions offset_options = p.index.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
-  // [counts (N + 1) | unsorted flag | long-rows flag]
-  at::Tensor stats = at::zeros({p.N + 3}, offset_options);
+  // Zero-initialised: [counts (N + 1) | unsorted flag | long-rows flag | tiles
+  // taken by the sorted and by the permuted segment kernel]
+  at::Tensor stats = at::zeros({p.N + 5}, offset_options);
   auto* stats_ptr = stats.mutable_data_ptr<offset_t>();
+  offset_t* const flags = stats_ptr + p.N + 1;
   const int64_t count_threads = at::ceil_div<int64_t>(p.E, kIndexPassUnroll);
-  core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr,
-               stats_ptr + p.N + 1);
+  core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr, flags);
   at::Tensor rowptr = at::cumsum(stats.narrow(0, 0, p.N + 1), 0, stats.scalar_type());
   // Allocated for a sorted index too: knowing it is sorted would take a synchronisation.
   at::Tensor perm = at::empty({p.E}, offset_options);
   core::launch_one_wave(fill_perm_kernel<offset_t>, count_threads, index, p.E, p.N,
-                        stats_ptr + p.N + 1, rowptr.mutable_data_ptr<offset_t>(),
+                        flags, rowptr.mutable_data_ptr<offset_t>(),
                         perm.mutable_data_ptr<offset_t>());
   const Csr<offset_t> csr{rowptr.const_data_ptr<offset_t>(), perm.const_data_ptr<offset_t>(),
-                          stats_ptr + p.N + 1, stats_ptr + p.N + 2};
+                          flags, flags + 1};
 
   // One slot per output row, or per kMaxSegment positions when that is fewer:
   // never more elements than the output.
@@ -463,9 +498,16 @@ void csr_sum(const ScatterProblem& p) {
     const int64_t vectors = p.inner / V;
     const int64_t rows = p.outer * p.N * vectors;
     core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, false>, rows, src, csr,
-                          scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate);
-    core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, true>, rows, src, csr,
-                          scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate);
+                          scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate, flags + 2);
+    if constexpr (kCapPermutedRegisters<scalar_t, offset_t>) {
+      core::launch_one_wave(capped_permuted_segment_sum_kernel<scalar_t, V, offset_t>, rows, src,
+                            csr, scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate,
+                            flags + 3);
+    } else {
+      core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, true>, rows, src, csr,
+                            scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate,
+                            flags + 3);
+    }
     const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
     const int64_t slices = p.outer * chunks * vectors;
     core::launch_one_wave(long_rows_kernel<scalar_t, V, offset_t>, slices, src, index, csr,
