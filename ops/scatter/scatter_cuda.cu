@@ -340,9 +340,11 @@ __global__ void segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_
 
 // The permuted gather waits on scattered loads and wants every warp an SM
 // holds: capped at 32 registers (8 blocks of 256 threads per SM) it ran 3%
-// faster at float32 and bfloat16, F=64, on the H200 than with the 34 and 44 it
-// takes uncapped (docs/benchmarks.md). Integer types and 64-bit offsets would
-// spill under the cap and take the uncapped kernel.
+// faster on the H200 at F=64, float32 and bfloat16, than with the 34 and 44 it
+// takes uncapped, and 2% slower at F=256 float32 (docs/benchmarks.md). 8- and
+// 16-bit integer types would spill hundreds of bytes under the cap; the cap is
+// kept to floating types (float32 spills 8 bytes, half, bfloat16 and double
+// nothing) with 32-bit offsets.
 template <typename scalar_t, typename offset_t>
 constexpr bool kCapPermutedRegisters =
     std::is_floating_point_v<at::opmath_type<scalar_t>> && sizeof(offset_t) == 4;
@@ -499,15 +501,15 @@ void csr_sum(const ScatterProblem& p) {
     const int64_t rows = p.outer * p.N * vectors;
     core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, false>, rows, src, csr,
                           scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate, flags + 2);
-    if constexpr (kCapPermutedRegisters<scalar_t, offset_t>) {
-      core::launch_one_wave(capped_permuted_segment_sum_kernel<scalar_t, V, offset_t>, rows, src,
-                            csr, scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate,
-                            flags + 3);
-    } else {
-      core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, true>, rows, src, csr,
-                            scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate,
-                            flags + 3);
-    }
+    const auto permuted_kernel = [] {
+      if constexpr (kCapPermutedRegisters<scalar_t, offset_t>) {
+        return capped_permuted_segment_sum_kernel<scalar_t, V, offset_t>;
+      } else {
+        return segment_sum_kernel<scalar_t, V, offset_t, true>;
+      }
+    }();
+    core::launch_one_wave(permuted_kernel, rows, src, csr, scratch, out, p.E, p.inner, p.outer,
+                          p.N, rows, p.accumulate, flags + 3);
     const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
     const int64_t slices = p.outer * chunks * vectors;
     core::launch_one_wave(long_rows_kernel<scalar_t, V, offset_t>, slices, src, index, csr,
