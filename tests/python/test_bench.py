@@ -86,6 +86,39 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
     assert stdout.count("torchplug ") >= len(workloads)  # one table row each
 
 
+def test_rounds_time_every_candidate_in_turn_and_report_the_spread(tmp_path: Path) -> None:
+    record, stdout = _bench(tmp_path, "--only", "scatter", "--rounds", "2")
+    assert record["rounds"] == 2
+    assert "ratio range" in stdout and "2 rounds" in stdout
+    for workload in record["workloads"]:
+        ours = next(c for c in workload["candidates"] if c["name"] == "torchplug")
+        for candidate in workload["candidates"]:
+            assert candidate["status"] == "ok", (workload["name"], candidate)
+            assert len(candidate["times_ms"]) == 4  # 2 timed calls x 2 rounds
+            medians = candidate["round_medians_ms"]
+            assert len(medians) == 2
+            assert candidate["median_ms"] == pytest.approx(sum(medians) / 2)
+            if candidate is ours:
+                assert candidate["ratio_range"] is None
+                continue
+            round_ratios = [a / b for a, b in zip(medians, ours["round_medians_ms"], strict=True)]
+            low, high = candidate["ratio_range"]
+            assert (low, high) == pytest.approx((min(round_ratios), max(round_ratios)))
+            # the ratio of two-round medians is a mediant of the rounds' ratios
+            assert low * (1 - 1e-9) <= candidate["ratio"] <= high * (1 + 1e-9)
+
+
+def test_one_round_keeps_the_table_without_a_range(tmp_path: Path) -> None:
+    record, stdout = _bench(tmp_path, "--only", "add")
+    assert record["rounds"] == 1
+    assert "ratio range" not in stdout
+    for candidate in record["workloads"][0]["candidates"]:
+        assert len(candidate["round_medians_ms"]) == 1
+        assert candidate["median_ms"] == candidate["round_medians_ms"][0]
+        if candidate["name"] != "torchplug":
+            assert candidate["ratio_range"][0] == pytest.approx(candidate["ratio"])
+
+
 def test_only_filters_workloads(tmp_path: Path) -> None:
     record, _ = _bench(tmp_path, "--only", "add")
     assert [w["op"] for w in record["workloads"]] == ["add"]

@@ -51,6 +51,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="timed calls per candidate (default: the profile's, e.g. 20 on cuda)",
     )
     parser.add_argument(
+        "--rounds",
+        type=_positive,
+        default=1,
+        help="time every candidate this many times in turn and report the spread of the ratios",
+    )
+    parser.add_argument(
         "--json",
         type=Path,
         help="where to write the JSON (default: bench-results/bench-<device>.json)",
@@ -93,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for i, workload in enumerate(workloads, 1):
         print(f"[{i}/{len(workloads)}] {workload.name}", file=sys.stderr, flush=True)
-        results.append(run_workload(workload, device, profile.warmup, repeats))
+        results.append(run_workload(workload, device, profile.warmup, repeats, args.rounds))
         if device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -107,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         profile=profile.name,
         warmup=profile.warmup,
         repeats=repeats,
+        rounds=args.rounds,
         threads=torch.get_num_threads(),
         copy=copy,
         results=results,

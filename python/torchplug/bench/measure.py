@@ -44,14 +44,25 @@ class CandidateResult:
     name: str
     note: str
     status: str = OK  #: OK, WRONG or FAILED
-    times_ms: list[float] = field(default_factory=list)
+    rounds_ms: list[list[float]] = field(default_factory=list)  #: each round's timed calls
     extra_bytes: int | None = None  #: peak memory beyond inputs and output (CUDA only)
     error: str = ""  #: the exception's message when FAILED
 
     @property
+    def times_ms(self) -> list[float]:
+        """Every timed call, round after round."""
+        return [t for times in self.rounds_ms for t in times]
+
+    @property
+    def round_medians_ms(self) -> list[float]:
+        """The median of each round's timed calls."""
+        return [statistics.median(times) for times in self.rounds_ms]
+
+    @property
     def median_ms(self) -> float | None:
-        """Median of the timed repeats; ``None`` when not timed."""
-        return statistics.median(self.times_ms) if self.times_ms else None
+        """Median of the rounds' medians (of the timed calls, for one round);
+        ``None`` when not timed."""
+        return statistics.median(self.round_medians_ms) if self.rounds_ms else None
 
 
 @dataclass
@@ -71,6 +82,20 @@ class WorkloadResult:
             return None
         return candidate.median_ms / torchplug.median_ms
 
+    def ratio_range(self, candidate: CandidateResult) -> tuple[float, float] | None:
+        """The lowest and highest of ``candidate``'s round medians over
+        torchplug's in the same round; ``None`` where :meth:`ratio` is."""
+        torchplug = next(c for c in self.candidates if c.name == TORCHPLUG)
+        if self.ratio(candidate) is None:
+            return None
+        ratios = [
+            theirs / ours
+            for theirs, ours in zip(
+                candidate.round_medians_ms, torchplug.round_medians_ms, strict=True
+            )
+        ]
+        return min(ratios), max(ratios)
+
     def copy_fraction(self, candidate: CandidateResult, copy_bytes_per_s: float) -> float | None:
         """Minimum bytes over the median time, as a fraction of the copy bandwidth."""
         if candidate.median_ms is None:
@@ -79,10 +104,12 @@ class WorkloadResult:
 
 
 def run_workload(
-    workload: Workload, device: torch.device, warmup: int, repeats: int
+    workload: Workload, device: torch.device, warmup: int, repeats: int, rounds: int = 1
 ) -> WorkloadResult:
     """Checks each candidate once (measuring its peak extra memory), then times
-    those whose output matched the reference."""
+    those whose output matched the reference: ``rounds`` times over, each round
+    timing every candidate in turn, so that a slow spell of the machine lands
+    on all of them rather than on one."""
     plan = lineup(workload, device)
     reference_fn = next(c.fn for c in plan.candidates if c.name == plan.reference)
     reference, reference_extra = call_with_peak_memory(reference_fn, device)
@@ -102,11 +129,12 @@ def run_workload(
             del out
         results.append(result)
     del reference
-    for candidate, result in zip(plan.candidates, results, strict=True):
-        if result.status != OK:
-            continue
-        try:
-            result.times_ms = time_call(candidate.fn, device, warmup, repeats)
-        except RuntimeError as error:
-            result.status, result.error = FAILED, str(error)
+    for _ in range(rounds):
+        for candidate, result in zip(plan.candidates, results, strict=True):
+            if result.status != OK:
+                continue
+            try:
+                result.rounds_ms.append(time_call(candidate.fn, device, warmup, repeats))
+            except RuntimeError as error:
+                result.status, result.error, result.rounds_ms = FAILED, str(error), []
     return WorkloadResult(workload, results)

@@ -23,45 +23,55 @@ class Run:
     profile: str
     warmup: int
     repeats: int
+    rounds: int  #: times every candidate was timed, in turn
     threads: int
     copy: CopyBandwidth
     results: list[WorkloadResult]
 
 
 _HEADER = ("workload", "candidate", "median ms", "ratio", "% copy BW", "extra MB", "note")
+_RANGE = "ratio range"  # a column after "ratio", for runs of several rounds
 
 
 def _cells(
-    result: WorkloadResult, candidate: CandidateResult, copy_bytes_per_s: float, first: bool
+    result: WorkloadResult,
+    candidate: CandidateResult,
+    copy_bytes_per_s: float,
+    first: bool,
+    with_range: bool,
 ) -> tuple[str, ...]:
     """One table row; the workload's name only on its first row."""
     workload = result.workload.name if first else ""
     if candidate.status != OK:
-        return (workload, candidate.name, candidate.status, "", "", "", candidate.note)
+        cells = (workload, candidate.name, candidate.status, "", "", "", candidate.note)
+        return cells[:4] + ("",) + cells[4:] if with_range else cells
     ratio = result.ratio(candidate)
     fraction = result.copy_fraction(candidate, copy_bytes_per_s)
     extra = "n/a" if candidate.extra_bytes is None else f"{candidate.extra_bytes / 1e6:.1f}"
-    return (
+    cells = (
         workload,
         candidate.name,
         f"{candidate.median_ms:.3f}",
         "-" if ratio is None else f"{ratio:.2f}x",
-        f"{100 * fraction:.1f}",
-        extra,
-        candidate.note,
     )
+    if with_range:
+        spread = result.ratio_range(candidate)
+        cells += ("-" if spread is None else f"{spread[0]:.2f}-{spread[1]:.2f}x",)
+    return (*cells, f"{100 * fraction:.1f}", extra, candidate.note)
 
 
 def format_table(run: Run) -> str:
     """The results as a fixed-width text table with a legend."""
-    rows = [_HEADER]
+    with_range = run.rounds > 1
+    header = _HEADER[:4] + (_RANGE,) + _HEADER[4:] if with_range else _HEADER
+    rows = [header]
     for result in run.results:
         rows += [
-            _cells(result, candidate, run.copy.bytes_per_s, first=i == 0)
+            _cells(result, candidate, run.copy.bytes_per_s, first=i == 0, with_range=with_range)
             for i, candidate in enumerate(result.candidates)
         ]
-    widths = [max(len(row[col]) for row in rows) for col in range(len(_HEADER))]
-    right = {2, 3, 4, 5}  # numeric columns
+    widths = [max(len(row[col]) for row in rows) for col in range(len(header))]
+    right = set(range(2, len(header) - 1))  # numeric columns
 
     def line(row: tuple[str, ...]) -> str:
         return "  ".join(
@@ -79,13 +89,22 @@ def format_table(run: Run) -> str:
         [
             f"torchplug {run.torchplug_version} bench on {run.device_name} ({run.device}), "
             f"torch {run.torch_version}, profile '{run.profile}', {run.threads} threads, "
-            f"{run.warmup} warm-up + {run.repeats} timed calls",
+            f"{run.warmup} warm-up + {run.repeats} timed calls"
+            + (f", {run.rounds} rounds" if with_range else ""),
             f"copy bandwidth: {run.copy.bytes_per_s / 1e9:.1f} GB/s (bytes read + written)",
             "",
             *body,
             "",
             "ratio: baseline median / torchplug median (>1: torchplug is faster);",
             "  on the 'torchplug checked' row, what checked mode costs",
+            *(
+                [
+                    "  with rounds, the median is that of the rounds' medians, and the ratio",
+                    "  range the lowest and highest ratio of one round's medians",
+                ]
+                if with_range
+                else []
+            ),
             "% copy BW: minimum bytes / median time, as a share of the copy bandwidth",
             "extra MB: peak memory allocated beyond inputs and output (10^6 bytes; CUDA only)",
             "WRONG: output differs from the reference (index_add_ / torch.add); FAILED: raised",
@@ -106,6 +125,7 @@ def to_json(run: Run) -> dict[str, object]:
         "profile": run.profile,
         "warmup": run.warmup,
         "repeats": run.repeats,
+        "rounds": run.rounds,
         "threads": run.threads,
         "copy_bandwidth": {
             "bytes_per_s": run.copy.bytes_per_s,
@@ -124,7 +144,9 @@ def to_json(run: Run) -> dict[str, object]:
                         "status": c.status,
                         "median_ms": c.median_ms,
                         "times_ms": c.times_ms,
+                        "round_medians_ms": c.round_medians_ms,
                         "ratio": result.ratio(c),
+                        "ratio_range": result.ratio_range(c),
                         "copy_bandwidth_fraction": result.copy_fraction(c, run.copy.bytes_per_s),
                         "extra_bytes": c.extra_bytes,
                         "note": c.note,
