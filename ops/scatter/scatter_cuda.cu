@@ -344,7 +344,9 @@ __global__ void segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_
 // takes uncapped, and 2% slower at F=256 float32 (docs/benchmarks.md). 8- and
 // 16-bit integer types would spill hundreds of bytes under the cap; the cap is
 // kept to floating types (float32 spills 8 bytes, half, bfloat16 and double
-// nothing) with 32-bit offsets.
+// nothing) with 32-bit offsets. A kernel of its own, not a template argument of
+// segment_sum_kernel: any __launch_bounds__, even (256, 1), changes how ptxas
+// allocates the uncapped kernels' registers (40 -> 54 for the sorted float one).
 template <typename scalar_t, typename offset_t>
 constexpr bool kCapPermutedRegisters =
     std::is_floating_point_v<at::opmath_type<scalar_t>> && sizeof(offset_t) == 4;
