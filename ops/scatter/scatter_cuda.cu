@@ -30,6 +30,7 @@
 #include "scatter_kernel.h"
 
 #include "torchplug/core/atomic.cuh"
+#include "torchplug/core/cache_hint.cuh"
 #include "torchplug/core/checks.h"
 #include "torchplug/core/launch.cuh"
 
@@ -169,7 +170,10 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
 // perm[rowptr[row] ...] = the entries naming row, in arbitrary order, when
 // *unsorted; rowptr[0, N) serve as the cursors, which leaves rowptr[row] at the
 // end of row's range. kIndexPassUnroll entries per thread, so that as many
-// returning atomics are in flight.
+// returning atomics are in flight. This is the index's last read (evict first)
+// and perm's scattered stores are marked evict-last: they merge into whole
+// sectors in L2 and the segment kernel finds perm there (on the H200, 4% off a
+// random F=64 float32 call and 8% off bfloat16).
 template <typename offset_t>
 __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
                                  const offset_t* __restrict__ unsorted, offset_t* __restrict__ rowptr,
@@ -182,7 +186,7 @@ __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, i
 #pragma unroll
     for (int u = 0; u < kIndexPassUnroll; ++u) {
       const int64_t e = base + u * blockDim.x + threadIdx.x;
-      rows[u] = e < E ? index[e] : -1;
+      rows[u] = e < E ? __ldcs(index + e) : -1;
     }
 #pragma unroll
     for (int u = 0; u < kIndexPassUnroll; ++u) {
@@ -191,7 +195,7 @@ __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, i
 #pragma unroll
     for (int u = 0; u < kIndexPassUnroll; ++u) {
       const int64_t e = base + u * blockDim.x + threadIdx.x;
-      if (rows[u] >= 0 && rows[u] < N) perm[slots[u]] = static_cast<offset_t>(e);
+      if (rows[u] >= 0 && rows[u] < N) core::store_evict_last(perm + slots[u], static_cast<offset_t>(e));
     }
   }
 }
@@ -298,29 +302,40 @@ __device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], con
 // item and a perm check per source cost this gather a fifth of its bandwidth on
 // the H200, and one kernel for both kinds (the registers of the sorted one) a
 // sixth of it with a permutation.
+// What a segment kernel needs besides src and out (kernel parameters of their
+// own: __restrict__ on a struct member does not reach the loads).
+template <typename scalar_t, typename offset_t>
+struct Segments {
+  Csr<offset_t> csr;
+  LongRowScratch<at::opmath_type<scalar_t>> scratch;
+  int64_t E, inner, outer, N;
+  int64_t items;  // outer * N * (inner / V)
+  bool accumulate;
+  offset_t* next_tile;  // 0 at launch; see core::for_each_tile
+};
+
 template <typename scalar_t, int V, typename offset_t, bool kPermuted>
-__device__ __forceinline__ void segment_sum(const scalar_t* __restrict__ src, const Csr<offset_t>& csr,
-                                            const LongRowScratch<at::opmath_type<scalar_t>>& scratch,
-                                            scalar_t* __restrict__ out, int64_t E, int64_t inner,
-                                            int64_t outer, int64_t N, int64_t items, bool accumulate,
-                                            offset_t* __restrict__ next_tile) {
+__device__ __forceinline__ void segment_sum(const scalar_t* __restrict__ src,
+                                            scalar_t* __restrict__ out,
+                                            const Segments<scalar_t, offset_t>& s) {
   using acc_t = at::opmath_type<scalar_t>;
-  if ((*csr.unsorted != 0) != kPermuted) return;
-  const int64_t vectors = inner / V;
-  core::for_each_tile(items, next_tile, [&](int64_t t) {
-    const RowItem item = row_item(t, vectors, outer, N);
+  if ((*s.csr.unsorted != 0) != kPermuted) return;
+  const int64_t vectors = s.inner / V;
+  core::for_each_tile(s.items, s.next_tile, [&](int64_t t) {
+    const RowItem item = row_item(t, vectors, s.outer, s.N);
     offset_t start, end;
-    csr.bounds(item.row, kPermuted, start, end);
+    s.csr.bounds(item.row, kPermuted, start, end);
     if (end - start > kMaxSegment) {
-      *reinterpret_cast<Vector<acc_t, V>*>(scratch.row(item.o, item.row, start, inner) + item.v * V) = {};
-      *csr.long_rows = 1;
+      *reinterpret_cast<Vector<acc_t, V>*>(s.scratch.row(item.o, item.row, start, s.inner) +
+                                           item.v * V) = {};
+      *s.csr.long_rows = 1;
       return;
     }
-    const scalar_t* column = src + item.o * E * inner + item.v * V;
-    scalar_t* target = out + item.slot * inner + item.v * V;
+    const scalar_t* column = src + item.o * s.E * s.inner + item.v * V;
+    scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V] = {};
-    if (accumulate) load_as<scalar_t, V>(target, sum);
-    add_row<kPermuted, scalar_t, V>(sum, column, csr.perm, start, end, inner);
+    if (s.accumulate) load_as<scalar_t, V>(target, sum);
+    add_row<kPermuted, scalar_t, V>(sum, column, s.csr.perm, start, end, s.inner);
     Vector<scalar_t, V> result;
 #pragma unroll
     for (int j = 0; j < V; ++j) result.val[j] = static_cast<scalar_t>(sum[j]);
@@ -329,13 +344,9 @@ __device__ __forceinline__ void segment_sum(const scalar_t* __restrict__ src, co
 }
 
 template <typename scalar_t, int V, typename offset_t, bool kPermuted>
-__global__ void segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_t> csr,
-                                   LongRowScratch<at::opmath_type<scalar_t>> scratch,
-                                   scalar_t* __restrict__ out, int64_t E, int64_t inner,
-                                   int64_t outer, int64_t N, int64_t items, bool accumulate,
-                                   offset_t* __restrict__ next_tile) {
-  segment_sum<scalar_t, V, offset_t, kPermuted>(src, csr, scratch, out, E, inner, outer, N, items,
-                                                accumulate, next_tile);
+__global__ void segment_sum_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                                   Segments<scalar_t, offset_t> s) {
+  segment_sum<scalar_t, V, offset_t, kPermuted>(src, out, s);
 }
 
 // The permuted gather waits on scattered loads and wants every warp an SM
@@ -343,7 +354,7 @@ __global__ void segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_
 // faster on the H200 at F=64, float32 and bfloat16, than with the 34 and 44 it
 // takes uncapped, and 2% slower at F=256 float32 (docs/benchmarks.md). 8- and
 // 16-bit integer types would spill hundreds of bytes under the cap; the cap is
-// kept to floating types (float32 spills 8 bytes, half, bfloat16 and double
+// kept to floating types (float32 and half spill 8 bytes, bfloat16 and double
 // nothing) with 32-bit offsets. A kernel of its own, not a template argument of
 // segment_sum_kernel: any __launch_bounds__, even (256, 1), changes how ptxas
 // allocates the uncapped kernels' registers (40 -> 54 for the sorted float one).
@@ -353,13 +364,9 @@ constexpr bool kCapPermutedRegisters =
 
 template <typename scalar_t, int V, typename offset_t>
 __global__ void __launch_bounds__(core::kThreadsPerBlock, 8)
-    capped_permuted_segment_sum_kernel(const scalar_t* __restrict__ src, Csr<offset_t> csr,
-                                       LongRowScratch<at::opmath_type<scalar_t>> scratch,
-                                       scalar_t* __restrict__ out, int64_t E, int64_t inner,
-                                       int64_t outer, int64_t N, int64_t items, bool accumulate,
-                                       offset_t* __restrict__ next_tile) {
-  segment_sum<scalar_t, V, offset_t, true>(src, csr, scratch, out, E, inner, outer, N, items,
-                                           accumulate, next_tile);
+    capped_permuted_segment_sum_kernel(const scalar_t* __restrict__ src,
+                                       scalar_t* __restrict__ out, Segments<scalar_t, offset_t> s) {
+  segment_sum<scalar_t, V, offset_t, true>(src, out, s);
 }
 
 // Adds the sources of long rows into their scratch slots. Thread (o, chunk, v)
@@ -489,8 +496,11 @@ void csr_sum(const ScatterProblem& p) {
                           flags, flags + 1};
 
   // One slot per output row, or per kMaxSegment positions when that is fewer:
-  // never more elements than the output.
-  const int64_t slots = std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment));
+  // never more elements than the output. With E <= kMaxSegment no row is long:
+  // no slots and no long-row launches.
+  const bool may_have_long_rows = p.E > kMaxSegment;
+  const int64_t slots =
+      may_have_long_rows ? std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment)) : 0;
   at::Tensor scratch_tensor = at::empty({p.outer * slots * p.inner},
                                         p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
   const LongRowScratch<acc_t> scratch{scratch_tensor.mutable_data_ptr<acc_t>(), slots, slots == p.N};
@@ -501,8 +511,11 @@ void csr_sum(const ScatterProblem& p) {
     constexpr int V = decltype(w)::value;
     const int64_t vectors = p.inner / V;
     const int64_t rows = p.outer * p.N * vectors;
-    core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, false>, rows, src, csr,
-                          scratch, out, p.E, p.inner, p.outer, p.N, rows, p.accumulate, flags + 2);
+    const Segments<scalar_t, offset_t> sorted{
+        csr, scratch, p.E, p.inner, p.outer, p.N, rows, p.accumulate, flags + 2};
+    Segments<scalar_t, offset_t> permuted = sorted;
+    permuted.next_tile = flags + 3;
+    core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, false>, rows, src, out, sorted);
     const auto permuted_kernel = [] {
       if constexpr (kCapPermutedRegisters<scalar_t, offset_t>) {
         return capped_permuted_segment_sum_kernel<scalar_t, V, offset_t>;
@@ -510,8 +523,8 @@ void csr_sum(const ScatterProblem& p) {
         return segment_sum_kernel<scalar_t, V, offset_t, true>;
       }
     }();
-    core::launch_one_wave(permuted_kernel, rows, src, csr, scratch, out, p.E, p.inner, p.outer,
-                          p.N, rows, p.accumulate, flags + 3);
+    core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
+    if (!may_have_long_rows) return;
     const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
     const int64_t slices = p.outer * chunks * vectors;
     core::launch_one_wave(long_rows_kernel<scalar_t, V, offset_t>, slices, src, index, csr,

@@ -804,6 +804,22 @@ def test_long_rows(F: int, outer: int, N: int, order: str, dtype: torch.dtype, d
     torch.testing.assert_close(out, want(base), rtol=0, atol=0)
 
 
+# The long-row limit itself: up to 1024 sources no row can be long (CUDA
+# launches no long-row kernels when E <= 1024), 1025 in one row is the smallest
+# long row; with the index sorted (one row) and not (one stray entry first).
+@pytest.mark.parametrize(
+    "rows", [[1] * 1024, [1] * 1025, [2] + [1] * 1024, [2] + [1] * 1025], ids=["1024", "1025", "1+1024", "1+1025"]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_rows_at_the_long_row_limit(rows: list[int], dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(24)
+    index = torch.tensor(rows, device=device)
+    src = torch.randint(-3, 4, (index.numel(), 8)).to(dtype).to(device)
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    want = torch.zeros(3, 8, dtype=wide, device=device).index_add_(0, index, src.to(wide)).to(dtype)
+    torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=3), want, rtol=0, atol=0)
+
+
 def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
     """On CUDA bad index values are skipped, never written out of bounds."""
     torch.manual_seed(20)
