@@ -21,7 +21,7 @@
 //           one (vector) atomic; a last pass writes those rows.
 //       Extra memory: the E-long permutation, O(N) offsets and the long-row
 //       scratch, min(N, ceil(E / kMaxSegment)) rows of inner values in the
-//       math type per outer index; never O(E x F).
+//       math type per outer index (none when E <= kMaxSegment); never O(E x F).
 //   inner == 1, or an index of src's shape -> warp runs: kWarpRunsUnroll
 //       chunks of 32 consecutive elements per warp; runs of equal slots are
 //       found with a ballot, summed with a segmented shuffle scan and added
