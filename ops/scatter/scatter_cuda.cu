@@ -5,7 +5,8 @@
 //   1-D index, inner > 1 -> CSR, with no host synchronisation (with dim_size
 //       given and checked mode off, the whole call): each choice below is made
 //       on the device, by kernels that read a flag an earlier one wrote and
-//       return when the work is not theirs.
+//       return when the work is not theirs (the long-row pair is launched only
+//       when E > kMaxSegment, which the host knows).
 //         - one pass over the index counts each output row's sources and
 //           notes whether the index is sorted (nobody has to say so); a prefix
 //           sum gives each row its range of positions in the sorted order.
@@ -170,10 +171,11 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
 // perm[rowptr[row] ...] = the entries naming row, in arbitrary order, when
 // *unsorted; rowptr[0, N) serve as the cursors, which leaves rowptr[row] at the
 // end of row's range. kIndexPassUnroll entries per thread, so that as many
-// returning atomics are in flight. This is the index's last read (evict first)
-// and perm's scattered stores are marked evict-last: they merge into whole
-// sectors in L2 and the segment kernel finds perm there (on the H200, 4% off a
-// random F=64 float32 call and 8% off bfloat16).
+// returning atomics are in flight. The index is read evict-first (only the
+// long-row kernels read it again) and perm's scattered stores are marked
+// evict-last: they merge into whole sectors in L2 and the segment kernel finds
+// perm there (on the H200, 4% off a random F=64 float32 call and 8% off
+// bfloat16; 2% off at E=20M and 40M, whose perm is larger than L2).
 template <typename offset_t>
 __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
                                  const offset_t* __restrict__ unsorted, offset_t* __restrict__ rowptr,
@@ -293,15 +295,6 @@ __device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], con
   }
 }
 
-// One thread per (outer, row, column vector) item: sums the row's sources and
-// writes the row once. A row with more than kMaxSegment sources is left to the
-// long-row kernels: its scratch slot is zeroed and *long_rows set. Both kinds
-// of index are launched; the one that does not match *unsorted returns. The
-// items go out in tiles taken in order (core::for_each_tile), *next_tile
-// counting the tiles taken. Kept lean on purpose: three 64-bit divisions per
-// item and a perm check per source cost this gather a fifth of its bandwidth on
-// the H200, and one kernel for both kinds (the registers of the sorted one) a
-// sixth of it with a permutation.
 // What a segment kernel needs besides src and out (kernel parameters of their
 // own: __restrict__ on a struct member does not reach the loads).
 template <typename scalar_t, typename offset_t>
@@ -314,6 +307,15 @@ struct Segments {
   offset_t* next_tile;  // 0 at launch; see core::for_each_tile
 };
 
+// One thread per (outer, row, column vector) item: sums the row's sources and
+// writes the row once. A row with more than kMaxSegment sources is left to the
+// long-row kernels: its scratch slot is zeroed and *long_rows set. Both kinds
+// of index are launched; the one that does not match *unsorted returns. The
+// items go out in tiles taken in order (core::for_each_tile), *next_tile
+// counting the tiles taken. Kept lean on purpose: three 64-bit divisions per
+// item and a perm check per source cost this gather a fifth of its bandwidth on
+// the H200, and one kernel for both kinds (the registers of the sorted one) a
+// sixth of it with a permutation.
 template <typename scalar_t, int V, typename offset_t, bool kPermuted>
 __device__ __forceinline__ void segment_sum(const scalar_t* __restrict__ src,
                                             scalar_t* __restrict__ out,
@@ -472,7 +474,7 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
 }
 
 // 1-D index, inner > 1: CSR of the index, then segments and long rows, all
-// queued at once. Offsets are 32-bit while E allows: half the bytes and faster
+// queued at once (long rows only when E > kMaxSegment). Offsets are 32-bit while E allows: half the bytes and faster
 // atomics.
 template <typename scalar_t, typename offset_t>
 void csr_sum(const ScatterProblem& p) {

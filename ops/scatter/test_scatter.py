@@ -806,18 +806,29 @@ def test_long_rows(F: int, outer: int, N: int, order: str, dtype: torch.dtype, d
 
 # The long-row limit itself: up to 1024 sources no row can be long (CUDA
 # launches no long-row kernels when E <= 1024), 1025 in one row is the smallest
-# long row; with the index sorted (one row) and not (one stray entry first).
+# long row; on both sides of it with the index sorted (one row) and not (one
+# stray entry first), into a fresh output and with out=.
 @pytest.mark.parametrize(
-    "rows", [[1] * 1024, [1] * 1025, [2] + [1] * 1024, [2] + [1] * 1025], ids=["1024", "1025", "1+1024", "1+1025"]
+    "rows",
+    [[1] * 1024, [2] + [1] * 1023, [1] * 1025, [2] + [1] * 1024, [2] + [1] * 1025],
+    ids=["1024", "1+1023", "1025", "1+1024", "1+1025"],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
 def test_rows_at_the_long_row_limit(rows: list[int], dtype: torch.dtype, device: str) -> None:
     torch.manual_seed(24)
     index = torch.tensor(rows, device=device)
     src = torch.randint(-3, 4, (index.numel(), 8)).to(dtype).to(device)
+    base = torch.randint(-8, 9, (3, 8), device=device)
     wide = torch.float64 if dtype.is_floating_point else torch.int64
-    want = torch.zeros(3, 8, dtype=wide, device=device).index_add_(0, index, src.to(wide)).to(dtype)
-    torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=3), want, rtol=0, atol=0)
+
+    def want(start: torch.Tensor) -> torch.Tensor:
+        return start.to(wide).index_add_(0, index, src.to(wide)).to(dtype)
+
+    out = torchplug.scatter_sum(src, index, 0, dim_size=3)
+    torch.testing.assert_close(out, want(torch.zeros_like(base)), rtol=0, atol=0)
+    out = base.to(dtype)
+    torchplug.scatter_sum(src, index, 0, out=out)
+    torch.testing.assert_close(out, want(base), rtol=0, atol=0)
 
 
 def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
