@@ -196,12 +196,15 @@ void scatter_buckets(const ScatterProblem& p, const scalar_t* src, const int64_t
 //    an output row being a random read-modify-write, and no output line leaves
 //    the cache until its bucket is done. Every output row adds its source rows
 //    in source order, as the one-thread loop does: the same bits either way.
+//  - private outputs: each thread sums a slice of the source rows into its own
+//    copy of the output (thread 0 into acc), then the copies are added up. Used
+//    while the copies are small and each output row has several sources, wide
+//    rows included: there column slices ran up to 4x slower (two threads
+//    reading alternate lines of every source row, E=500K, F=64, N=5K sorted:
+//    20 ms against 4 ms).
 //  - column slices, for wide rows: each thread adds its own 64-byte-aligned
 //    slice of every row's columns. Every source byte is read once, the output
 //    is not copied, and no two threads share a cache line.
-//  - private outputs: each thread sums a slice of the source rows into its own
-//    copy of the output (thread 0 into acc), then the copies are added up. Used
-//    while the copies are small.
 //  - row ownership: each thread owns a range of output rows and walks the whole
 //    index, adding only the rows it owns.
 template <typename scalar_t, typename acc_t>
@@ -214,15 +217,6 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
   }
   if (threads == 1 || p.outer * p.E * p.inner < kSerialElements) {
     add_rows(p, src, index, acc, Slice{0, p.E, 0, p.N, 0, p.inner});
-    return;
-  }
-  constexpr int64_t kLine = 64 / sizeof(acc_t);
-  const int64_t lines = p.inner / kLine;
-  if (lines >= threads) {
-    at::parallel_for(0, lines, 1, [&](int64_t line_begin, int64_t line_end) {
-      const int64_t col_end = line_end == lines ? p.inner : line_end * kLine;
-      add_rows(p, src, index, acc, Slice{0, p.E, 0, p.N, line_begin * kLine, col_end});
-    });
     return;
   }
   const int64_t private_bytes = (threads - 1) * out_numel * static_cast<int64_t>(sizeof(acc_t));
@@ -244,6 +238,15 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
         const acc_t* from = copy + t * out_numel;
         for (int64_t j = begin; j < end; ++j) acc[j] += from[j];
       }
+    });
+    return;
+  }
+  constexpr int64_t kLine = 64 / sizeof(acc_t);
+  const int64_t lines = p.inner / kLine;
+  if (lines >= threads) {
+    at::parallel_for(0, lines, 1, [&](int64_t line_begin, int64_t line_end) {
+      const int64_t col_end = line_end == lines ? p.inner : line_end * kLine;
+      add_rows(p, src, index, acc, Slice{0, p.E, 0, p.N, line_begin * kLine, col_end});
     });
     return;
   }

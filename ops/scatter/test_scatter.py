@@ -419,6 +419,27 @@ def test_cpu_bucket_schedule_deterministic() -> None:
     torch.testing.assert_close(one_thread, first, rtol=0, atol=0)
 
 
+# Wide rows (64 float32 values, 256 bytes) into few output rows, with several
+# CPU threads: each thread sums its share of the sources into a private copy of
+# the output, and the copies are added up.
+@pytest.mark.parametrize("dist", ["random", "sorted", "skewed"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_cpu_wide_rows_into_few_outputs(dist: str, dtype: torch.dtype) -> None:
+    torch.manual_seed(14)
+    E, F, N = 60_000, 64, 700
+    src = make_src((E, F), dtype, "cpu")
+    index = make_index(E, N, "cpu", dist)
+    out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+    assert_scatter_close(out, src, index, 0, dim_size=N)
+    torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=N), out, rtol=0, atol=0)
+    start = make_src((N, F), dtype, "cpu")
+    accumulated = start.clone()
+    torchplug.scatter_sum(src, index, 0, out=accumulated)
+    assert_scatter_close(accumulated, src, index, 0, out=start)
+    wide = make_src((2, E, F // 2), dtype, "cpu")
+    assert_scatter_close(torchplug.scatter_sum(wide, index, 1, dim_size=N), wide, index, 1, dim_size=N)
+
+
 def test_large_full_index_multithreaded(device: str) -> None:
     torch.manual_seed(7)
     E, F, N = 100_000, 16, 500
