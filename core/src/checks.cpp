@@ -1,5 +1,6 @@
 #include "torchplug/core/checks.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -72,6 +73,19 @@ void check_same_dtype(const char* op, NamedTensor a, NamedTensor b) {
   TORCH_CHECK(a.second->scalar_type() == b.second->scalar_type(), op, ": arguments '", a.first,
               "' and '", b.first, "' must have the same dtype, got ", a.second->scalar_type(),
               " and ", b.second->scalar_type());
+}
+
+void check_no_overlap(const char* op, NamedTensor written, std::initializer_list<NamedTensor> read) {
+  const at::Tensor& out = *written.second;
+  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, op, ": argument '",
+              written.first, "' has elements that share memory (an expanded tensor?); it is "
+              "written in place, so pass one without (e.g. .clone())");
+  for (const auto& [name, tensor] : read) {
+    const auto status = at::get_overlap_status(out, *tensor);
+    TORCH_CHECK(status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial,
+                op, ": argument '", written.first, "' shares memory with argument '", name,
+                "'; it is written in place, so pass a separate tensor (e.g. ", name, ".clone())");
+  }
 }
 
 void check_index_dtype(const char* op, const char* arg, const at::Tensor& index) {

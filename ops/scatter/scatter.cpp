@@ -113,6 +113,7 @@ ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const 
                             int64_t dim) {
   dim = check_args(src, index, dim);
   check_out(out, src, dim);
+  core::check_no_overlap(kOp, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
   auto problem = describe(src, index, dim, out.size(dim));
   problem.out = out.contiguous();
   problem.accumulate = true;

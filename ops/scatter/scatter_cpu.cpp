@@ -48,10 +48,12 @@ inline void prefetch_row(const T* row, int64_t inner) {
 }
 
 // to[i] += from[i] for i < n, the loop every schedule for rows of several
-// values runs. For float32 it is compiled for AVX-512, AVX2 and baseline
-// x86-64 and picked when the library loads: rows the caches hold are bound by
-// the vector width, and the build targets baseline x86-64.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// values runs. For float32 rows of 16 values or more it is compiled for
+// AVX-512, AVX2 and baseline x86-64 and picked when the library loads: rows
+// the caches hold are bound by the vector width, and the build targets
+// baseline x86-64. Shorter rows stay inline: a call per row through the
+// chosen variant cost more than it saved at 2 and 4 values.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void add_float_row(float* __restrict__ to, const float* __restrict__ from, int64_t n) {
@@ -61,10 +63,12 @@ void add_float_row(float* __restrict__ to, const float* __restrict__ from, int64
 template <typename scalar_t, typename acc_t>
 inline void add_row(acc_t* __restrict__ to, const scalar_t* __restrict__ from, int64_t n) {
   if constexpr (std::is_same_v<scalar_t, float> && std::is_same_v<acc_t, float>) {
-    add_float_row(to, from, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) to[i] += static_cast<acc_t>(from[i]);
+    if (n >= 16) {
+      add_float_row(to, from, n);
+      return;
+    }
   }
+  for (int64_t i = 0; i < n; ++i) to[i] += static_cast<acc_t>(from[i]);
 }
 
 // Which part of the work one thread does: source rows [e_begin, e_end), the
@@ -219,10 +223,11 @@ void scatter_buckets(const ScatterProblem& p, const scalar_t* src, const int64_t
 //    in source order, as the one-thread loop does: the same bits either way.
 //  - private outputs: each thread sums a slice of the source rows into its own
 //    copy of the output (thread 0 into acc), then the copies are added up. Used
-//    while the copies are small and each output row has several sources, wide
-//    rows included: there column slices ran up to 4x slower (two threads
-//    reading alternate lines of every source row, E=500K, F=64, N=5K sorted:
-//    20 ms against 4 ms).
+//    while the copies are small and output rows have four sources or more on
+//    average, wide rows included: there column slices ran up to 5x slower
+//    (two threads reading alternate lines of every source row, E=500K, F=64,
+//    N=5K sorted: 20 ms, against 4 ms for private outputs and 5-9 ms for one
+//    thread). Results depend on the thread count (the copies' sums).
 //  - column slices, for wide rows: each thread adds its own 64-byte-aligned
 //    slice of every row's columns. Every source byte is read once, the output
 //    is not copied, and no two threads share a cache line.

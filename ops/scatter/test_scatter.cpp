@@ -505,6 +505,19 @@ TEST(ScatterSumErrors, OutMustMatch) {
   EXPECT_TRUE(throws_with([&] { scatter_sum(src, index, 0, out, 5); }, {kOp, "'dim_size'"}));
 }
 
+TEST(ScatterSumErrors, OutMustNotShareMemory) {
+  auto x = torch::randn({6, 3});
+  const auto index = torch::tensor({5, 4, 3, 2, 1, 0}, torch::kLong);
+  EXPECT_TRUE(throws_with([&] { scatter_sum(x, index, 0, x); }, {kOp, "'out'", "'src'"}));
+  auto storage = torch::zeros({10}, torch::kLong);
+  const auto ones = torch::ones({6}, torch::kLong);
+  auto overlapping = storage.narrow(0, 4, 6);
+  EXPECT_TRUE(throws_with([&] { scatter_sum(ones, storage.narrow(0, 0, 6), 0, overlapping); },
+                          {kOp, "'out'", "'index'"}));
+  auto expanded = torch::zeros({1, 3}).expand({6, 3});
+  EXPECT_TRUE(throws_with([&] { scatter_sum(x, index, 0, expanded); }, {kOp, "'out'"}));
+}
+
 TEST(ScatterSumErrors, OtherArguments) {
   const auto index = torch::zeros({4}, torch::kLong);
   EXPECT_TRUE(throws_with<c10::IndexError>([&] { scatter_sum(torch::randn({4, 3}), index, 2); },

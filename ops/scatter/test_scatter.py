@@ -429,15 +429,41 @@ def test_cpu_wide_rows_into_few_outputs(dist: str, dtype: torch.dtype) -> None:
     E, F, N = 60_000, 64, 700
     src = make_src((E, F), dtype, "cpu")
     index = make_index(E, N, "cpu", dist)
-    out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    try:
+        out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+        assert_scatter_close(out, src, index, 0, dim_size=N)
+        torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=N), out, rtol=0, atol=0)
+        start = make_src((N, F), dtype, "cpu")
+        accumulated = start.clone()
+        torchplug.scatter_sum(src, index, 0, out=accumulated)
+        assert_scatter_close(accumulated, src, index, 0, out=start)
+        wide = make_src((2, E, F // 2), dtype, "cpu")
+        assert_scatter_close(torchplug.scatter_sum(wide, index, 1, dim_size=N), wide, index, 1, dim_size=N)
+    finally:
+        torch.set_num_threads(threads)
+
+
+# Wide rows into many output rows (fewer than four sources each), with several
+# CPU threads: each thread adds its own 64-byte column slice of every row, in
+# source order, so the result has the same bits as one thread's.
+@pytest.mark.parametrize("dist", ["random", "sorted"])
+def test_cpu_wide_rows_column_slices(dist: str) -> None:
+    torch.manual_seed(15)
+    E, F, N = 2_000, 64, 1_000
+    src = make_src((E, F), torch.float32, "cpu")
+    index = make_index(E, N, "cpu", dist)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one_thread = torchplug.scatter_sum(src, index, 0, dim_size=N)
+        torch.set_num_threads(max(2, threads))
+        out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+    finally:
+        torch.set_num_threads(threads)
     assert_scatter_close(out, src, index, 0, dim_size=N)
-    torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=N), out, rtol=0, atol=0)
-    start = make_src((N, F), dtype, "cpu")
-    accumulated = start.clone()
-    torchplug.scatter_sum(src, index, 0, out=accumulated)
-    assert_scatter_close(accumulated, src, index, 0, out=start)
-    wide = make_src((2, E, F // 2), dtype, "cpu")
-    assert_scatter_close(torchplug.scatter_sum(wide, index, 1, dim_size=N), wide, index, 1, dim_size=N)
+    torch.testing.assert_close(out, one_thread, rtol=0, atol=0)
 
 
 def test_large_full_index_multithreaded(device: str) -> None:
@@ -736,6 +762,24 @@ def test_rejects_index_shape(index_shape: tuple, dim: int, device: str) -> None:
     index = torch.randint(0, 4, index_shape, device=device)
     with pytest.raises(RuntimeError, match=f"{OP}.*'index'"):
         torchplug.scatter_sum(src, index, dim)
+
+
+# out is written in place: like PyTorch's in-place ops, scatter_sum rejects an
+# out that shares memory with an input or whose elements share memory.
+def test_rejects_out_sharing_memory(device: str) -> None:
+    torch.manual_seed(25)
+    x = make_src((40, 8), torch.float32, device)
+    index = torch.randperm(40, device=device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'out' shares memory with argument 'src'"):
+        torchplug.scatter_sum(x, index, 0, out=x)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'out' shares memory with argument 'src'"):
+        torchplug.scatter_sum(x[:20], index[:20] % 20, 0, out=x[10:30])
+    storage = torch.zeros(80, dtype=torch.long, device=device)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'out' shares memory with argument 'index'"):
+        torchplug.scatter_sum(torch.ones(50, dtype=torch.long, device=device), storage[:50], 0, out=storage[30:])
+    expanded = torch.zeros(1, 8, device=device).expand(5, 8)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'out' has elements that share memory"):
+        torchplug.scatter_sum(x, index % 5, 0, out=expanded)
 
 
 def test_rejects_negative_index_cpu() -> None:

@@ -33,6 +33,11 @@ void check_dtype_in(const char* op, const char* arg, const at::Tensor& t,
                     std::initializer_list<at::ScalarType> allowed);
 void check_same_dtype(const char* op, NamedTensor a, NamedTensor b);
 
+// A tensor an op writes in place has no two elements in one memory location
+// and shares none with the tensors it reads (results would depend on the
+// order of the writes), as PyTorch's in-place ops require.
+void check_no_overlap(const char* op, NamedTensor written, std::initializer_list<NamedTensor> read);
+
 // Index tensors are int64, as in torch.gather / scatter_add_.
 void check_index_dtype(const char* op, const char* arg, const at::Tensor& index);
 
