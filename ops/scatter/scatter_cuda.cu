@@ -474,8 +474,8 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
 }
 
 // 1-D index, inner > 1: CSR of the index, then segments and long rows, all
-// queued at once (long rows only when E > kMaxSegment). Offsets are 32-bit while E allows: half the bytes and faster
-// atomics.
+// queued at once (long rows only when E > kMaxSegment). Offsets are 32-bit
+// while E allows: half the bytes and faster atomics.
 template <typename scalar_t, typename offset_t>
 void csr_sum(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
