@@ -6,8 +6,9 @@
 #
 # Builds with CUDA and the test suites (GoogleTest from .deps/googletest when
 # the machine has none), then runs ctest, pytest (CUDA cases included), the GCN
-# example on CUDA, compute-sanitizer (memcheck, racecheck, initcheck) over
-# tests/cuda_sanitizer_workload.py, the benchmark harness and the per-kernel
+# example on CUDA, the CUDA scatter cases again with the CSR for every size,
+# compute-sanitizer (memcheck, racecheck, initcheck) over
+# tests/cuda_sanitizer_workload.py with either scatter path, the benchmark harness and the per-kernel
 # breakdown (scripts/kernel_breakdown.py). The benchmark's table, JSON and plot
 # and the breakdown land in OUT_DIR; every log in OUT_DIR/logs.tar.gz.
 set -uo pipefail
@@ -36,14 +37,26 @@ if [[ "$WHAT" == tests || "$WHAT" == all ]]; then
   (cd "$ROOT" && python3 -m pytest -q -p no:cacheprovider "${parallel[@]}" > "$LOGS/pytest.log" 2>&1) \
     || status=1
   grep -E "^(FAILED|ERROR)|passed|failed" "$LOGS/pytest.log" | tail -15
+  # The CUDA scatter cases again with the CSR for every size (small inputs
+  # otherwise take the atomic rows).
+  (cd "$ROOT" && TORCHPLUG_SCATTER_ATOMIC_LIMIT=0 python3 -m pytest -q -p no:cacheprovider \
+    "${parallel[@]}" -k cuda ops/scatter/test_scatter.py tests/python/test_cuda_reliability.py \
+    > "$LOGS/pytest-csr.log" 2>&1) || status=1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$LOGS/pytest-csr.log" | tail -15
   run python3 "$ROOT/examples/gcn.py" --device cuda > "$LOGS/gcn.log" 2>&1
   tail -1 "$LOGS/gcn.log"
 fi
 if [[ "$WHAT" == sanitize || "$WHAT" == all ]]; then
-  for tool in memcheck racecheck initcheck; do
-    run compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      python3 "$ROOT/tests/cuda_sanitizer_workload.py" > "$LOGS/$tool.log" 2>&1
-    tail -1 "$LOGS/$tool.log"
+  # Twice: small scatters take the atomic rows by default, the CSR with limit 0.
+  for limit in default 0; do
+    setting=()
+    [[ "$limit" == 0 ]] && setting=(TORCHPLUG_SCATTER_ATOMIC_LIMIT=0)
+    for tool in memcheck racecheck initcheck; do
+      log="$LOGS/$tool-limit-$limit.log"
+      run env "${setting[@]}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        python3 "$ROOT/tests/cuda_sanitizer_workload.py" > "$log" 2>&1
+      echo "$tool (atomic limit $limit): $(tail -1 "$log")"
+    done
   done
 fi
 if [[ "$WHAT" == bench || "$WHAT" == all ]]; then

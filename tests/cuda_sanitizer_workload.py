@@ -1,6 +1,7 @@
 """A short CUDA workload for compute-sanitizer (``scripts/gpu_check.sh OUT sanitize``):
 every kernel path of both ops once, out-of-range indices and backward included.
-Not a test: it checks nothing itself; the sanitizer's report is the result."""
+Its scatters are small, so they take the atomic rows; the sanitize step runs
+it again with TORCHPLUG_SCATTER_ATOMIC_LIMIT=0 for the CSR kernels. Not a test: it checks nothing itself; the sanitizer's report is the result."""
 
 import torch
 

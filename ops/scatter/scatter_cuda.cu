@@ -2,7 +2,12 @@
 // skipped by every kernel: a bad index never writes out of bounds.
 //
 // Which kernel runs:
-//   1-D index, inner > 1 -> CSR, with no host synchronisation (with dim_size
+//   1-D index, inner > 1, at most atomic_rows_limit() source elements (2^21)
+//       -> atomic rows: one thread per (outer, kAtomicRowsUnroll consecutive
+//       entries, column vector) adds each run of equal rows with one (vector)
+//       atomic. Such calls are bound by the host's launches, and the CSR
+//       below takes ten of them against one.
+//   1-D index, inner > 1, larger -> CSR, with no host synchronisation (with dim_size
 //       given and checked mode off, the whole call): each choice below is made
 //       on the device, by kernels that read a flag an earlier one wrote and
 //       return when the work is not theirs (the long-row pair is launched only
@@ -43,6 +48,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
@@ -120,6 +126,74 @@ __global__ void scatter_warp_runs_kernel(const scalar_t* __restrict__ src,
 #pragma unroll
     for (int u = 0; u < kWarpRunsUnroll; ++u) {
       warp_run_add(acc, slot[u], value[u], (w + u) * 32 + lane < numel, lane);
+    }
+  }
+}
+
+// ---- atomic rows -------------------------------------------------------------
+
+constexpr int kAtomicRowsUnroll = 4;
+constexpr int64_t kAtomicRowsLimit = int64_t{1} << 21;
+
+// Up to this many source elements the CSR costs more than it saves: on one
+// H200 the atomics were faster for every index tried, all into one row
+// included (docs/benchmarks.md). TORCHPLUG_SCATTER_ATOMIC_LIMIT overrides it
+// (0: always the CSR), which is how the tests reach the CSR with small inputs.
+int64_t atomic_rows_limit() {
+  static const int64_t limit = [] {
+    const char* text = std::getenv("TORCHPLUG_SCATTER_ATOMIC_LIMIT");
+    if (text == nullptr) return kAtomicRowsLimit;
+    char* end = nullptr;
+    const long long value = std::strtoll(text, &end, 10);
+    TORCH_CHECK(end != text && *end == '\0' && value >= 0, kOp,
+                ": TORCHPLUG_SCATTER_ATOMIC_LIMIT must be a non-negative integer, got '", text, "'");
+    return static_cast<int64_t>(value);
+  }();
+  return limit;
+}
+
+// Entries [first, first + kAtomicRowsUnroll) of outer slice o, columns
+// [column, column + V): each run of equal rows among them is one atomic.
+template <typename scalar_t, typename acc_t, int V>
+__global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
+                                   const int64_t* __restrict__ index, acc_t* __restrict__ acc,
+                                   int64_t E, int64_t inner, int64_t N, int64_t groups,
+                                   int64_t items) {
+  const int64_t vectors = inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+    const int64_t column = t % vectors * V;
+    const int64_t group = t / vectors;
+    const int64_t o = group / groups;
+    const int64_t first = group % groups * kAtomicRowsUnroll;
+    int64_t rows[kAtomicRowsUnroll];
+    acc_t values[kAtomicRowsUnroll][V] = {};
+#pragma unroll
+    for (int u = 0; u < kAtomicRowsUnroll; ++u) {
+      rows[u] = -1;
+      if (first + u < E) {
+        rows[u] = index[first + u];
+        load_as<scalar_t, V>(src + (o * E + first + u) * inner + column, values[u]);
+      }
+    }
+    // A run's sum starts at its first value, not at +0: -0.0 + -0.0 stays -0.0.
+    acc_t sum[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) sum[k] = values[0][k];
+#pragma unroll
+    for (int u = 0; u < kAtomicRowsUnroll; ++u) {
+      const bool last = u + 1 == kAtomicRowsUnroll;
+      if (!last && rows[u + 1] == rows[u]) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) sum[k] += values[u + 1][k];
+        continue;
+      }
+      if (rows[u] >= 0 && rows[u] < N) {
+        core::atomic_add_vector(acc + (o * N + rows[u]) * inner + column, sum);
+      }
+      if (!last) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) sum[k] = values[u + 1][k];
+      }
     }
   }
 }
@@ -536,27 +610,47 @@ void csr_sum(const ScatterProblem& p) {
   });
 }
 
+// Runs body(src, index, acc) on p's accumulator() and stores it back.
+template <typename scalar_t, typename Body>
+void with_accumulator(const ScatterProblem& p, Body body) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const auto acc = accumulator(p);
+  body(p.src.const_data_ptr<scalar_t>(), p.index.const_data_ptr<int64_t>(),
+       acc.mutable_data_ptr<acc_t>());
+  store_accumulator(p, acc);
+}
+
+template <typename scalar_t>
+void atomic_rows(const ScatterProblem& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t groups = at::ceil_div<int64_t>(p.E, kAtomicRowsUnroll);
+  with_accumulator<scalar_t>(p, [&](const scalar_t* src, const int64_t* index, acc_t* acc) {
+    with_vector_width<scalar_t>(p.inner, {src, acc}, [&](auto w) {
+      constexpr int V = decltype(w)::value;
+      const int64_t items = p.outer * groups * (p.inner / V);
+      core::launch(atomic_rows_kernel<scalar_t, acc_t, V>, items, src, index, acc, p.E, p.inner,
+                   p.N, groups, items);
+    });
+  });
+}
+
 template <typename scalar_t>
 void warp_runs(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const auto acc_tensor = accumulator(p);
-  const auto* src = p.src.const_data_ptr<scalar_t>();
-  const auto* index = p.index.const_data_ptr<int64_t>();
-  auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
   const int64_t numel = p.src.numel();
   const int64_t threads = at::ceil_div<int64_t>(numel, kWarpRunsUnroll);
-  const bool flat = p.outer == 1 && p.inner == 1;
-  if (flat) {
-    core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, true, true>, threads, src, index, acc,
-                 p.E, p.inner, p.N, numel);
-  } else if (p.index_1d) {
-    core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, true, false>, threads, src, index, acc,
-                 p.E, p.inner, p.N, numel);
-  } else {
-    core::launch(scatter_warp_runs_kernel<scalar_t, acc_t, false, false>, threads, src, index, acc,
-                 p.E, p.inner, p.N, numel);
-  }
-  store_accumulator(p, acc_tensor);
+  with_accumulator<scalar_t>(p, [&](const scalar_t* src, const int64_t* index, acc_t* acc) {
+    const auto launch = [&](auto kernel) {
+      core::launch(kernel, threads, src, index, acc, p.E, p.inner, p.N, numel);
+    };
+    if (p.outer == 1 && p.inner == 1) {
+      launch(scatter_warp_runs_kernel<scalar_t, acc_t, true, true>);
+    } else if (p.index_1d) {
+      launch(scatter_warp_runs_kernel<scalar_t, acc_t, true, false>);
+    } else {
+      launch(scatter_warp_runs_kernel<scalar_t, acc_t, false, false>);
+    }
+  });
 }
 
 }  // namespace
@@ -568,7 +662,9 @@ void scatter_sum_kernel_cuda(const ScatterProblem& p) {
     return;
   }
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::scatter_sum", [&] {
-    if (p.index_1d && p.inner > 1 && p.E <= std::numeric_limits<int32_t>::max()) {
+    if (p.index_1d && p.inner > 1 && p.src.numel() <= atomic_rows_limit()) {
+      atomic_rows<scalar_t>(p);
+    } else if (p.index_1d && p.inner > 1 && p.E <= std::numeric_limits<int32_t>::max()) {
       csr_sum<scalar_t, int32_t>(p);
     } else if (p.index_1d && p.inner > 1) {
       csr_sum<scalar_t, int64_t>(p);

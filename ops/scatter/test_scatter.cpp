@@ -546,13 +546,16 @@ TEST(ScatterSumCuda, MatchesCpu) {
   const int64_t n = 50;
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
     for (bool sorted : {false, true}) {
-      for (const auto& sizes : {std::vector<int64_t>{1000}, std::vector<int64_t>{1000, 33}}) {
+      // Rows of 33 values go to the atomic rows with 1000 entries and to the
+      // CSR with 70000 (more than 2^21 elements).
+      for (const auto& sizes : {std::vector<int64_t>{1000}, std::vector<int64_t>{1000, 33},
+                                std::vector<int64_t>{70000, 33}}) {
         for (bool index_1d : {true, false}) {
           SCOPED_TRACE(std::string(c10::toString(dtype)) + (sorted ? " sorted" : " random") +
                        (index_1d ? " 1-D index " : " full index ") +
                        ::testing::PrintToString(sizes));
           const auto src = torch::randn(sizes).to(dtype);
-          auto index = index_1d ? indices({1000}, n) : indices(sizes, n);
+          auto index = index_1d ? indices({sizes[0]}, n) : indices(sizes, n);
           if (sorted) index = std::get<0>(index.sort(0));
           const auto full = index_1d && sizes.size() == 2
                                 ? index.unsqueeze(1).expand(sizes).contiguous()

@@ -24,6 +24,9 @@ landed in each output slot:
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Optional
 
 import pytest
@@ -909,6 +912,84 @@ def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
     assert_scatter_close(out, src[keep], bad[keep], 0, dim_size=8)
     torch.cuda.synchronize()  # the context is still usable
     assert_scatter_close(torchplug.scatter_sum(src, index, 0, dim_size=8), src, index, 0, dim_size=8)
+
+
+# --------------------------------------------------------------------------- CUDA paths
+# A 1-D index with rows of more than one value: up to ATOMIC_LIMIT source
+# elements the CUDA kernel adds rows with atomics, above it it builds the CSR
+# (scatter_cuda.cu). TORCHPLUG_SCATTER_ATOMIC_LIMIT moves the line (read once
+# per process; scripts/gpu_check.sh runs this suite again with 0, so that
+# every small case here also takes the CSR).
+ATOMIC_LIMIT = 2**21
+
+
+@pytest.mark.parametrize("elements", [ATOMIC_LIMIT, ATOMIC_LIMIT + 16], ids=["atomic", "csr"])
+@pytest.mark.parametrize("dist", ["random", "sorted", "skewed", "all-equal"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_cuda_either_side_of_the_atomic_limit(
+    elements: int, dist: str, dtype: torch.dtype, cuda_device: str
+) -> None:
+    torch.manual_seed(25)
+    F, N = 16, 3000
+    E = elements // F
+    src = make_src((E, F), dtype, cuda_device)
+    index = make_index(E, N, cuda_device, dist)
+    index[5::1001] = N  # out of range: skipped
+    keep = index < N
+    out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+    assert_scatter_close(out, src[keep], index[keep], 0, dim_size=N)
+    base = make_src((N, F), dtype, cuda_device)
+    out = base.clone()
+    torchplug.scatter_sum(src, index, 0, out=out)
+    assert_scatter_close(out, src[keep], index[keep], 0, out=base)
+
+
+# Prints the bytes the call held beyond its output at its peak: none for the
+# atomic rows, the permutation and offsets for the CSR.
+_PATH_PROBE = """
+import torch, torchplug
+E, F, N = {E}, 16, 100
+src = torch.randn(E, F, device="cuda")
+index = torch.randint(0, N, (E,), device="cuda")
+want = torch.zeros(N, F, device="cuda", dtype=torch.float64).index_add_(0, index, src.double())
+torch.cuda.synchronize()
+torch.cuda.reset_peak_memory_stats()
+out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+torch.cuda.synchronize()
+extra = torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated()
+torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-4)
+print(extra)
+"""
+
+
+def _probe(E: int, limit: Optional[str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TORCHPLUG_SCATTER_ATOMIC_LIMIT"}
+    if limit is not None:
+        env["TORCHPLUG_SCATTER_ATOMIC_LIMIT"] = limit
+    code = _PATH_PROBE.format(E=E)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    "limit, E, csr",
+    [
+        (None, ATOMIC_LIMIT // 16, False),
+        (None, ATOMIC_LIMIT // 16 + 1, True),
+        ("0", 64, True),
+        (str(4 * ATOMIC_LIMIT), ATOMIC_LIMIT // 16 + 1, False),
+    ],
+    ids=["default-below", "default-above", "zero", "raised"],
+)
+def test_cuda_atomic_limit_picks_the_path(limit: Optional[str], E: int, csr: bool, cuda_device: str) -> None:
+    result = _probe(E, limit)
+    assert result.returncode == 0, result.stderr
+    assert (int(result.stdout.split()[-1]) > 0) == csr
+
+
+def test_cuda_atomic_limit_rejects_garbage(cuda_device: str) -> None:
+    result = _probe(64, "2M")
+    assert result.returncode != 0
+    assert "TORCHPLUG_SCATTER_ATOMIC_LIMIT must be a non-negative integer, got '2M'" in result.stderr
 
 
 @pytest.mark.parametrize(
