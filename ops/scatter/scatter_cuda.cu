@@ -2,11 +2,11 @@
 // skipped by every kernel: a bad index never writes out of bounds.
 //
 // Which kernel runs:
-//   1-D index, inner > 1, at most atomic_rows_limit() source elements (2^21)
-//       -> atomic rows: one thread per (outer, kAtomicRowsUnroll consecutive
-//       entries, column vector) adds each run of equal rows with one (vector)
-//       atomic. Such calls are bound by the host's launches, and the CSR
-//       below takes ten of them against one.
+//   1-D index, inner > 1, small (takes_atomic_rows: at most 2^21 source
+//       elements by default) -> atomic rows: one thread per (outer,
+//       kAtomicRowsUnroll consecutive entries, column vector) adds each run of
+//       equal rows with one (vector) atomic. Such calls are bound by the
+//       host's launches, and the CSR below takes ten of them against one.
 //   1-D index, inner > 1, larger -> CSR, with no host synchronisation (with dim_size
 //       given and checked mode off, the whole call): each choice below is made
 //       on the device, by kernels that read a flag an earlier one wrote and
@@ -48,6 +48,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <limits>
 #include <type_traits>
@@ -144,12 +145,24 @@ int64_t atomic_rows_limit() {
     const char* text = std::getenv("TORCHPLUG_SCATTER_ATOMIC_LIMIT");
     if (text == nullptr) return kAtomicRowsLimit;
     char* end = nullptr;
+    errno = 0;
     const long long value = std::strtoll(text, &end, 10);
-    TORCH_CHECK(end != text && *end == '\0' && value >= 0, kOp,
+    TORCH_CHECK(end != text && *end == '\0' && errno != ERANGE && value >= 0, kOp,
                 ": TORCHPLUG_SCATTER_ATOMIC_LIMIT must be a non-negative integer, got '", text, "'");
     return static_cast<int64_t>(value);
   }();
   return limit;
+}
+
+// The limit was measured with rows of 16 and 64 values. A hub row gets one
+// atomic per kAtomicRowsUnroll entries, serialised, whatever the row width, so
+// narrower rows get no more entries than rows of 16 did. float16 and bfloat16
+// accumulate in a float copy of the whole output, so it is bounded too.
+bool takes_atomic_rows(const ScatterProblem& p) {
+  if (!p.index_1d || p.inner == 1) return false;
+  const int64_t limit = atomic_rows_limit();
+  const bool widened = at::toOpMathType(p.src.scalar_type()) != p.src.scalar_type();
+  return p.src.numel() <= limit && p.E <= limit / 16 && (!widened || p.out.numel() <= limit);
 }
 
 // Entries [first, first + kAtomicRowsUnroll) of outer slice o, columns
@@ -625,6 +638,10 @@ void atomic_rows(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t groups = at::ceil_div<int64_t>(p.E, kAtomicRowsUnroll);
   with_accumulator<scalar_t>(p, [&](const scalar_t* src, const int64_t* index, acc_t* acc) {
+    // Alignment is checked in src's element size: enough for acc when it is
+    // the output itself; a float accumulator of float16 or bfloat16 is a fresh
+    // allocation, aligned for any vector atomic.
+    TORCH_INTERNAL_ASSERT((std::is_same_v<acc_t, scalar_t> || core::is_aligned(acc, 16)));
     with_vector_width<scalar_t>(p.inner, {src, acc}, [&](auto w) {
       constexpr int V = decltype(w)::value;
       const int64_t items = p.outer * groups * (p.inner / V);
@@ -662,7 +679,7 @@ void scatter_sum_kernel_cuda(const ScatterProblem& p) {
     return;
   }
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::scatter_sum", [&] {
-    if (p.index_1d && p.inner > 1 && p.src.numel() <= atomic_rows_limit()) {
+    if (takes_atomic_rows(p)) {
       atomic_rows<scalar_t>(p);
     } else if (p.index_1d && p.inner > 1 && p.E <= std::numeric_limits<int32_t>::max()) {
       csr_sum<scalar_t, int32_t>(p);
