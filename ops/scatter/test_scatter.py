@@ -449,23 +449,27 @@ def test_cpu_wide_rows_into_few_outputs(dist: str, dtype: torch.dtype) -> None:
 
 
 # Wide rows into many output rows (fewer than four sources each), with several
-# CPU threads: each thread adds its own 64-byte column slice of every row, in
-# source order, so the result has the same bits as one thread's.
-@pytest.mark.parametrize("dist", ["random", "sorted"])
-def test_cpu_wide_rows_column_slices(dist: str) -> None:
+# CPU threads: each thread owns a range of output rows cut to balance the
+# source rows (random, sorted), or, when one row gets more than a thread's
+# share (skewed, all-equal), adds its own 64-byte column slice of every row.
+# Either way every output row adds its sources in source order, so the result
+# has the same bits as one thread's.
+@pytest.mark.parametrize("dist", ["random", "sorted", "skewed", "all-equal"])
+@pytest.mark.parametrize("outer", [1, 3])
+def test_cpu_wide_rows_many_outputs(dist: str, outer: int) -> None:
     torch.manual_seed(15)
     E, F, N = 2_000, 64, 1_000
-    src = make_src((E, F), torch.float32, "cpu")
+    src = make_src((outer, E, F), torch.float32, "cpu")
     index = make_index(E, N, "cpu", dist)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one_thread = torchplug.scatter_sum(src, index, 0, dim_size=N)
+        one_thread = torchplug.scatter_sum(src, index, 1, dim_size=N)
         torch.set_num_threads(max(2, threads))
-        out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+        out = torchplug.scatter_sum(src, index, 1, dim_size=N)
     finally:
         torch.set_num_threads(threads)
-    assert_scatter_close(out, src, index, 0, dim_size=N)
+    assert_scatter_close(out, src, index, 1, dim_size=N)
     torch.testing.assert_close(out, one_thread, rtol=0, atol=0)
 
 
