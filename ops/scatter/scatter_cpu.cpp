@@ -38,6 +38,9 @@ constexpr int64_t kBucketMinRowBytes = 128;
 // One bucket's output rows take at most this many bytes, so they stay in L2
 // (64 KB to 256 KB measured alike).
 constexpr int64_t kBucketBytes = int64_t{128} << 10;
+// Wide rows of at least this many bytes take balanced row ranges over column
+// slices whatever the order of the index.
+constexpr int64_t kBalancedRowBytes = 1024;
 // Source rows are prefetched this many bucket entries ahead.
 constexpr int64_t kPrefetchEntries = 16;
 
@@ -250,13 +253,15 @@ std::optional<std::vector<int64_t>> balanced_rows(const ScatterProblem& p, const
 //    thread). Results depend on the thread count (the copies' sums).
 //  - row ownership: each thread owns a range of output rows and walks the whole
 //    index, adding only the rows it owns. For wide rows the ranges are cut so
-//    that each receives about E / threads source rows (balanced_rows).
-//  - column slices, for wide rows with one output row receiving more than a
-//    thread's share: each thread adds its own 64-byte-aligned slice of every
-//    row's columns. Every source byte is read once, the output is not copied,
-//    and no two threads share a cache line. Two threads reading alternate
-//    halves of each row ran up to 2x slower than row ownership where rows
-//    could balance (E = N = 20K, F=256, sorted: 2.5 against 1.7 ms).
+//    that each receives about E / threads source rows (balanced_rows), and
+//    taken when the index is sorted or rows are 1 KB or more: there two
+//    threads reading alternate halves of each row ran up to 2x slower (E = N =
+//    20K, F=256, sorted: 2.9 against 1.4 ms).
+//  - column slices, for other wide rows and for those where one output row
+//    receives more than a thread's share: each thread adds its own
+//    64-byte-aligned slice of every row's columns. Every source byte is read
+//    once, in order, the output is not copied, and no two threads share a
+//    cache line.
 template <typename scalar_t, typename acc_t>
 void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc) {
   const int64_t threads = at::get_num_threads();
@@ -294,7 +299,13 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
   constexpr int64_t kLine = 64 / sizeof(acc_t);
   const int64_t lines = p.inner / kLine;
   if (lines >= threads) {
-    if (const auto bounds = balanced_rows(p, index, threads)) {
+    // Row ranges let each thread stream its own source rows when the index is
+    // sorted; with an unsorted one they won only for rows of 1 KB or more
+    // (column slices read every source row in order).
+    const bool rows_win = p.inner * static_cast<int64_t>(sizeof(acc_t)) >= kBalancedRowBytes ||
+                          std::is_sorted(index, index + p.E);
+    const auto bounds = rows_win ? balanced_rows(p, index, threads) : std::nullopt;
+    if (bounds) {
       at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
         for (int64_t t = t_begin; t < t_end; ++t) {
           add_rows(p, src, index, acc, Slice{0, p.E, (*bounds)[t], (*bounds)[t + 1], 0, p.inner});

@@ -450,15 +450,16 @@ def test_cpu_wide_rows_into_few_outputs(dist: str, dtype: torch.dtype) -> None:
 
 # Wide rows into many output rows (fewer than four sources each), with several
 # CPU threads: each thread owns a range of output rows cut to balance the
-# source rows (random, sorted), or, when one row gets more than a thread's
-# share (skewed, all-equal), adds its own 64-byte column slice of every row.
-# Either way every output row adds its sources in source order, so the result
-# has the same bits as one thread's.
+# source rows (sorted, and random at F=256), or adds its own 64-byte column
+# slice of every row (random at F=64, and where one row gets more than a
+# thread's share: skewed, all-equal). Either way every output row adds its
+# sources in source order, so the result has the same bits as one thread's.
 @pytest.mark.parametrize("dist", ["random", "sorted", "skewed", "all-equal"])
 @pytest.mark.parametrize("outer", [1, 3])
-def test_cpu_wide_rows_many_outputs(dist: str, outer: int) -> None:
+@pytest.mark.parametrize("F", [64, 256])
+def test_cpu_wide_rows_many_outputs(dist: str, outer: int, F: int) -> None:
     torch.manual_seed(15)
-    E, F, N = 2_000, 64, 1_000
+    E, N = 2_000, 1_000
     src = make_src((outer, E, F), torch.float32, "cpu")
     index = make_index(E, N, "cpu", dist)
     threads = torch.get_num_threads()
