@@ -270,10 +270,14 @@ TEST(ScatterSum, LargeInputsAcrossThreads) {
   for (auto dtype : {at::kFloat, at::kLong}) {
     SCOPED_TRACE(c10::toString(dtype));
     const auto src = values({300, 200}, dtype);
-    // Few output rows (each thread may sum into its own copy) and many.
+    // Few output rows (each thread may sum into its own copy) and many, in
+    // random order (column slices for float rows of 800 bytes) and sorted
+    // (ranges of output rows).
     for (int64_t n : {50, 250}) {
       const auto rows = indices({300}, n);
       EXPECT_TRUE(same(scatter_sum(src, rows, 0, std::nullopt, n), ref_1d(src, rows, 0, n)));
+      const auto sorted = std::get<0>(rows.sort());
+      EXPECT_TRUE(same(scatter_sum(src, sorted, 0, std::nullopt, n), ref_1d(src, sorted, 0, n)));
     }
     const auto middle = values({4, 300, 50}, dtype);
     const auto middle_rows = indices({300}, 40);
