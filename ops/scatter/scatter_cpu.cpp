@@ -216,22 +216,34 @@ void scatter_buckets(const ScatterProblem& p, const scalar_t* src, const int64_t
   });
 }
 
-// threads + 1 bounds of output row ranges that each receive about E / threads
-// source rows, or nothing when one output row receives more than that: no cut
-// of the rows balances the work then. Index values are already in [0, N).
+// threads + 1 bounds of output row ranges, each cut at the row boundary
+// nearest to k * E / threads sources, or nothing when the fullest range would
+// get more than 5/4 of E / threads: a row with more than a thread's share, or
+// fewer source rows than threads (then column slices keep every thread busy).
+// Index values are already in [0, N).
 std::optional<std::vector<int64_t>> balanced_rows(const ScatterProblem& p, const int64_t* index,
                                                   int64_t threads) {
   std::vector<int64_t> counts(p.N, 0);
   for (int64_t e = 0; e < p.E; ++e) ++counts[index[e]];
-  const int64_t share = at::ceil_div<int64_t>(p.E, threads);
   std::vector<int64_t> bounds{0};
-  int64_t taken = 0;
+  int64_t taken = 0, range = 0, fullest = 0;
   for (int64_t row = 0; row < p.N; ++row) {
-    if (counts[row] > share) return std::nullopt;
-    taken += counts[row];
     const auto cut = static_cast<int64_t>(bounds.size());
-    if (cut < threads && taken >= cut * share) bounds.push_back(row + 1);
+    const int64_t target = cut * p.E / threads;
+    if (cut < threads && taken + counts[row] >= target) {
+      // The target lies within this row's sources: cut on its nearer side.
+      const bool before = target - taken < taken + counts[row] - target;
+      const int64_t first = before ? counts[row] : 0;
+      fullest = std::max(fullest, range + counts[row] - first);
+      range = first;
+      bounds.push_back(before ? row : row + 1);
+    } else {
+      range += counts[row];
+    }
+    taken += counts[row];
   }
+  fullest = std::max(fullest, range);
+  if (4 * fullest * threads > 5 * p.E) return std::nullopt;
   bounds.resize(threads + 1, p.N);
   return bounds;
 }
@@ -254,9 +266,9 @@ std::optional<std::vector<int64_t>> balanced_rows(const ScatterProblem& p, const
 //  - row ownership: each thread owns a range of output rows and walks the whole
 //    index, adding only the rows it owns. For wide rows the ranges are cut so
 //    that each receives about E / threads source rows (balanced_rows), and
-//    taken when the index is sorted or rows are 1 KB or more: there two
-//    threads reading alternate halves of each row ran up to 2x slower (E = N =
-//    20K, F=256, sorted: 2.9 against 1.4 ms).
+//    taken when the index is sorted or accumulator rows are 1 KB or more:
+//    there two threads reading alternate halves of each row ran up to 2x
+//    slower (E=20K, N=10K, F=256, sorted: 2.9 against 1.4 ms).
 //  - column slices, for other wide rows and for those where one output row
 //    receives more than a thread's share: each thread adds its own
 //    64-byte-aligned slice of every row's columns. Every source byte is read

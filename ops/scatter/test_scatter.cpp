@@ -271,8 +271,9 @@ TEST(ScatterSum, LargeInputsAcrossThreads) {
     SCOPED_TRACE(c10::toString(dtype));
     const auto src = values({300, 200}, dtype);
     // Few output rows (each thread may sum into its own copy) and many, in
-    // random order (column slices for float rows of 800 bytes) and sorted
-    // (ranges of output rows).
+    // random order and sorted. With 250 rows: float rows of 800 bytes take
+    // column slices when random and ranges of output rows when sorted; int64
+    // rows of 1600 bytes take ranges either way.
     for (int64_t n : {50, 250}) {
       const auto rows = indices({300}, n);
       EXPECT_TRUE(same(scatter_sum(src, rows, 0, std::nullopt, n), ref_1d(src, rows, 0, n)));

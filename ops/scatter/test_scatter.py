@@ -448,6 +448,18 @@ def test_cpu_wide_rows_into_few_outputs(dist: str, dtype: torch.dtype) -> None:
         torch.set_num_threads(threads)
 
 
+def _one_thread_and_several(src: torch.Tensor, index: torch.Tensor, N: int, threads: int):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one_thread = torchplug.scatter_sum(src, index, 1, dim_size=N)
+        torch.set_num_threads(threads)
+        several = torchplug.scatter_sum(src, index, 1, dim_size=N)
+    finally:
+        torch.set_num_threads(before)
+    return one_thread, several
+
+
 # Wide rows into many output rows (fewer than four sources each), with several
 # CPU threads: each thread owns a range of output rows cut to balance the
 # source rows (sorted, and random at F=256), or adds its own 64-byte column
@@ -457,19 +469,27 @@ def test_cpu_wide_rows_into_few_outputs(dist: str, dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("dist", ["random", "sorted", "skewed", "all-equal"])
 @pytest.mark.parametrize("outer", [1, 3])
 @pytest.mark.parametrize("F", [64, 256])
-def test_cpu_wide_rows_many_outputs(dist: str, outer: int, F: int) -> None:
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_cpu_wide_rows_many_outputs(dist: str, outer: int, F: int, threads: int) -> None:
     torch.manual_seed(15)
     E, N = 2_000, 1_000
     src = make_src((outer, E, F), torch.float32, "cpu")
     index = make_index(E, N, "cpu", dist)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        one_thread = torchplug.scatter_sum(src, index, 1, dim_size=N)
-        torch.set_num_threads(max(2, threads))
-        out = torchplug.scatter_sum(src, index, 1, dim_size=N)
-    finally:
-        torch.set_num_threads(threads)
+    one_thread, out = _one_thread_and_several(src, index, N, threads)
+    assert_scatter_close(out, src, index, 1, dim_size=N)
+    torch.testing.assert_close(out, one_thread, rtol=0, atol=0)
+
+
+# Fewer source rows than threads, each very wide: no cut of the output rows
+# keeps every thread busy, so column slices run.
+@pytest.mark.parametrize("E", [1, 3])
+@pytest.mark.parametrize("threads", [2, 4])
+def test_cpu_few_wide_source_rows(E: int, threads: int) -> None:
+    torch.manual_seed(16)
+    F, N = 16_384, 10
+    src = make_src((1, E, F), torch.float32, "cpu")
+    index = torch.arange(E).sort().values * 3
+    one_thread, out = _one_thread_and_several(src, index, N, threads)
     assert_scatter_close(out, src, index, 1, dim_size=N)
     torch.testing.assert_close(out, one_thread, rtol=0, atol=0)
 
