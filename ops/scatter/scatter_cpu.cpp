@@ -269,8 +269,8 @@ std::optional<std::vector<int64_t>> balanced_rows(const ScatterProblem& p, const
 //    taken when the index is sorted or accumulator rows are 1 KB or more:
 //    there two threads reading alternate halves of each row ran up to 2x
 //    slower (E=20K, N=10K, F=256, sorted: 2.9 against 1.4 ms).
-//  - column slices, for other wide rows and for those where one output row
-//    receives more than a thread's share: each thread adds its own
+//  - column slices, for other wide rows and for those no cut of the output
+//    rows balances (balanced_rows): each thread adds its own
 //    64-byte-aligned slice of every row's columns. Every source byte is read
 //    once, in order, the output is not copied, and no two threads share a
 //    cache line.
