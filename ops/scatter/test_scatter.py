@@ -27,6 +27,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Optional
 
 import pytest
@@ -69,6 +71,17 @@ def make_index(E: int, N: int, device: str, dist: str = "random") -> torch.Tenso
     if dist == "all-equal":
         return torch.full((E,), N - 1, dtype=torch.long, device=device)
     raise AssertionError(dist)
+
+
+@contextmanager
+def cpu_threads(n: int) -> Iterator[None]:
+    """Runs the block with torch's CPU thread count at n, then restores it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -413,12 +426,8 @@ def test_cpu_bucket_schedule_deterministic() -> None:
     first = torchplug.scatter_sum(src, index, 0, dim_size=BUCKET_N)
     for _ in range(2):
         torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=BUCKET_N), first, rtol=0, atol=0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with cpu_threads(1):
         one_thread = torchplug.scatter_sum(src, index, 0, dim_size=BUCKET_N)
-    finally:
-        torch.set_num_threads(threads)
     torch.testing.assert_close(one_thread, first, rtol=0, atol=0)
 
 
@@ -432,9 +441,7 @@ def test_cpu_wide_rows_into_few_outputs(dist: str, dtype: torch.dtype) -> None:
     E, F, N = 60_000, 64, 700
     src = make_src((E, F), dtype, "cpu")
     index = make_index(E, N, "cpu", dist)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(2, threads))
-    try:
+    with cpu_threads(max(2, torch.get_num_threads())):
         out = torchplug.scatter_sum(src, index, 0, dim_size=N)
         assert_scatter_close(out, src, index, 0, dim_size=N)
         torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=N), out, rtol=0, atol=0)
@@ -444,19 +451,13 @@ def test_cpu_wide_rows_into_few_outputs(dist: str, dtype: torch.dtype) -> None:
         assert_scatter_close(accumulated, src, index, 0, out=start)
         wide = make_src((2, E, F // 2), dtype, "cpu")
         assert_scatter_close(torchplug.scatter_sum(wide, index, 1, dim_size=N), wide, index, 1, dim_size=N)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _one_thread_and_several(src: torch.Tensor, index: torch.Tensor, N: int, threads: int):
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
+    with cpu_threads(1):
         one_thread = torchplug.scatter_sum(src, index, 1, dim_size=N)
-        torch.set_num_threads(threads)
+    with cpu_threads(threads):
         several = torchplug.scatter_sum(src, index, 1, dim_size=N)
-    finally:
-        torch.set_num_threads(before)
     return one_thread, several
 
 
