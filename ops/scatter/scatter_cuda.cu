@@ -17,7 +17,11 @@
 //           sum gives each row its range of positions in the sorted order.
 //         - unsorted indices, and those with values outside [0, N), get a
 //           permutation listing each row's sources (a counting sort); for
-//           sorted ones the fill returns at once.
+//           sorted ones the fill returns at once. Rows of at most
+//           kAtomicRowBytes (float32 up to 16 values) skip it: an unsorted
+//           index is summed by the atomic rows above, after a zero fill, and
+//           the counting pass leaves out the atomics of warps that see a
+//           descent, so that for a random index it is one read.
 //         - segments: one thread per (outer, row, column vector) sums its row's
 //           sources and writes the row once: no atomics, no zero fill, no read-
 //           modify-write of rows the L2 cannot hold.
@@ -25,9 +29,10 @@
 //           one thread: threads take equal slices of the sorted order and add
 //           each run of such a row into a scratch slot in src's math type with
 //           one (vector) atomic; a last pass writes those rows.
-//       Extra memory: the E-long permutation, O(N) offsets and the long-row
-//       scratch, min(N, ceil(E / kMaxSegment)) rows of inner values in the
-//       math type per outer index (none when E <= kMaxSegment); never O(E x F).
+//       Extra memory: the E-long permutation (not for narrow rows), O(N)
+//       offsets and the long-row scratch, min(N, ceil(E / kMaxSegment)) rows of
+//       inner values in the math type per outer index (none when E <=
+//       kMaxSegment); never O(E x F).
 //   inner == 1, or an index of src's shape -> warp runs: kWarpRunsUnroll
 //       chunks of 32 consecutive elements per warp; runs of equal slots are
 //       found with a ballot, summed with a segmented shuffle scan and added
@@ -165,13 +170,26 @@ bool takes_atomic_rows(const ScatterProblem& p) {
   return p.src.numel() <= limit && p.E <= limit / 16 && (!widened || p.out.numel() <= limit);
 }
 
+// Whether a kernel queued ahead of a choice made on the device has work:
+// always, or when a flag an earlier kernel wrote is set.
+struct Always {
+  __device__ bool operator()() const { return true; }
+};
+
+template <typename offset_t>
+struct IfSet {
+  const offset_t* flag;
+  __device__ bool operator()() const { return *flag != 0; }
+};
+
 // Entries [first, first + kAtomicRowsUnroll) of outer slice o, columns
 // [column, column + V): each run of equal rows among them is one atomic.
-template <typename scalar_t, typename acc_t, int V>
+template <typename scalar_t, typename acc_t, int V, typename Gate>
 __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
                                    const int64_t* __restrict__ index, acc_t* __restrict__ acc,
                                    int64_t E, int64_t inner, int64_t N, int64_t groups,
-                                   int64_t items) {
+                                   int64_t items, Gate has_work) {
+  if (!has_work()) return;
   const int64_t vectors = inner / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
     const int64_t column = t % vectors * V;
@@ -217,12 +235,15 @@ __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
 // equal rows in a warp; *unsorted = 1 if some index[e] > index[e + 1] or some
 // value lies outside [0, N). Each thread keeps kIndexPassUnroll loads in
 // flight (one load per thread leaves the pass latency bound), and each block
-// writes the flag at most once (a write per warp makes one address hot).
+// writes the flag at most once (a write per warp makes one address hot). With
+// counts_if_unsorted false the counts only matter for a sorted index: a warp
+// that sees a descent skips its atomics, which leaves a random index one read.
 constexpr int kIndexPassUnroll = 4;
 
 template <typename offset_t>
 __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
-                                  offset_t* __restrict__ counts, offset_t* __restrict__ unsorted) {
+                                  offset_t* __restrict__ counts, offset_t* __restrict__ unsorted,
+                                  bool counts_if_unsorted) {
   const int lane = threadIdx.x % 32;
   const int64_t span = static_cast<int64_t>(blockDim.x) * kIndexPassUnroll;
   bool descent = false;
@@ -234,22 +255,28 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
       rows[u] = e < E ? index[e] : -1;
       after_warp[u] = lane == 31 && e + 1 < E ? index[e + 1] : 0;
     }
+    bool tile_descent = false;
 #pragma unroll
     for (int u = 0; u < kIndexPassUnroll; ++u) {
       const int64_t e = base + u * blockDim.x + threadIdx.x;
-      const int64_t row = rows[u];
-      int64_t next = __shfl_down_sync(kFullMask, row, 1);
+      int64_t next = __shfl_down_sync(kFullMask, rows[u], 1);
       if (lane == 31) next = after_warp[u];
       // Out-of-range values are left out of the counts, so positions no longer
-      // match sources: such an index takes the permutation path, like an unsorted one.
-      const bool counted = row >= 0 && row < N;
-      descent |= (e < E && !counted) || (e + 1 < E && row > next);
+      // match sources: such an index is treated as an unsorted one.
+      const bool counted = rows[u] >= 0 && rows[u] < N;
+      tile_descent |= (e < E && !counted) || (e + 1 < E && rows[u] > next);
+    }
+    descent |= tile_descent;
+    if (!counts_if_unsorted && __any_sync(kFullMask, tile_descent)) continue;
+#pragma unroll
+    for (int u = 0; u < kIndexPassUnroll; ++u) {
+      const int64_t row = rows[u];
       const int64_t prev = __shfl_up_sync(kFullMask, row, 1);
       const bool head = lane == 0 || prev != row;
       const unsigned heads = __ballot_sync(kFullMask, head);
       const unsigned later_heads = lane == 31 ? 0u : heads >> (lane + 1);
       const int run = later_heads ? __ffs(later_heads) : 32 - lane;
-      if (head && counted) core::atomic_add(counts + row + 1, static_cast<offset_t>(run));
+      if (head && row >= 0 && row < N) core::atomic_add(counts + row + 1, static_cast<offset_t>(run));
     }
   }
   if (__syncthreads_or(descent) && threadIdx.x == 0) *unsorted = 1;
@@ -503,6 +530,15 @@ __global__ void long_rows_kernel(const scalar_t* __restrict__ src, const int64_t
   }
 }
 
+// Zeroes out, `vectors` vectors of V values, when has_work().
+template <typename scalar_t, int V, typename Gate>
+__global__ void zero_kernel(scalar_t* __restrict__ out, int64_t vectors, Gate has_work) {
+  if (!has_work()) return;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, vectors) {
+    reinterpret_cast<Vector<scalar_t, V>*>(out)[t] = Vector<scalar_t, V>{};
+  }
+}
+
 // Writes each long row: (accumulate ? out : 0) + its scratch slot.
 template <typename scalar_t, int V, typename offset_t>
 __global__ void store_long_rows_kernel(Csr<offset_t> csr,
@@ -560,12 +596,30 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
   });
 }
 
+// Rows of at most this many bytes, in a type that is its own accumulator, are
+// summed by the atomic rows when the index is unsorted, at any size: on the
+// H200 they beat the permutation for every random index measured, by 1.2x at
+// F=16 and up to 4.5x at F=2, against 1.0-1.5x slower with a row taking half
+// of the entries in random order (docs/benchmarks.md). The counting pass
+// decides on the device; a sorted index keeps the segments.
+constexpr int64_t kAtomicRowBytes = 64;
+
+template <typename scalar_t>
+bool unsorted_takes_atomic_rows(const ScatterProblem& p) {
+  return std::is_same_v<at::opmath_type<scalar_t>, scalar_t> &&
+         p.inner * static_cast<int64_t>(sizeof(scalar_t)) <= kAtomicRowBytes;
+}
+
 // 1-D index, inner > 1: CSR of the index, then segments and long rows, all
 // queued at once (long rows only when E > kMaxSegment). Offsets are 32-bit
-// while E allows: half the bytes and faster atomics.
+// while E allows: half the bytes and faster atomics. For narrow rows
+// (unsorted_takes_atomic_rows) an unsorted index takes the atomic rows instead
+// of the permutation: the zero fill and the atomic rows are queued too and
+// return unless the counting pass flagged the index unsorted.
 template <typename scalar_t, typename offset_t>
 void csr_sum(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
+  const bool atomics_if_unsorted = unsorted_takes_atomic_rows<scalar_t>(p);
   const auto* index = p.index.const_data_ptr<int64_t>();
   const at::TensorOptions offset_options = p.index.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
   // Zero-initialised: [counts (N + 1) | unsorted flag | long-rows flag | tiles
@@ -574,15 +628,21 @@ void csr_sum(const ScatterProblem& p) {
   auto* stats_ptr = stats.mutable_data_ptr<offset_t>();
   offset_t* const flags = stats_ptr + p.N + 1;
   const int64_t count_threads = at::ceil_div<int64_t>(p.E, kIndexPassUnroll);
-  core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr, flags);
+  core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr, flags,
+               !atomics_if_unsorted);
   at::Tensor rowptr = at::cumsum(stats.narrow(0, 0, p.N + 1), 0, stats.scalar_type());
-  // Allocated for a sorted index too: knowing it is sorted would take a synchronisation.
-  at::Tensor perm = at::empty({p.E}, offset_options);
-  core::launch_one_wave(fill_perm_kernel<offset_t>, count_threads, index, p.E, p.N,
-                        flags, rowptr.mutable_data_ptr<offset_t>(),
-                        perm.mutable_data_ptr<offset_t>());
-  const Csr<offset_t> csr{rowptr.const_data_ptr<offset_t>(), perm.const_data_ptr<offset_t>(),
-                          flags, flags + 1};
+  // The permutation, unless an unsorted index takes the atomic rows; allocated
+  // for a sorted index too: knowing it is sorted would take a synchronisation.
+  at::Tensor perm;
+  if (!atomics_if_unsorted) {
+    perm = at::empty({p.E}, offset_options);
+    core::launch_one_wave(fill_perm_kernel<offset_t>, count_threads, index, p.E, p.N,
+                          flags, rowptr.mutable_data_ptr<offset_t>(),
+                          perm.mutable_data_ptr<offset_t>());
+  }
+  const Csr<offset_t> csr{rowptr.const_data_ptr<offset_t>(),
+                          perm.defined() ? perm.const_data_ptr<offset_t>() : nullptr, flags,
+                          flags + 1};
 
   // One slot per output row, or per kMaxSegment positions when that is fewer:
   // never more elements than the output. With E <= kMaxSegment no row is long:
@@ -602,17 +662,30 @@ void csr_sum(const ScatterProblem& p) {
     const int64_t rows = p.outer * p.N * vectors;
     const Segments<scalar_t, offset_t> sorted{
         csr, scratch, p.E, p.inner, p.outer, p.N, rows, p.accumulate, flags + 2};
-    Segments<scalar_t, offset_t> permuted = sorted;
-    permuted.next_tile = flags + 3;
     core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, false>, rows, src, out, sorted);
-    const auto permuted_kernel = [] {
-      if constexpr (kCapPermutedRegisters<scalar_t, offset_t>) {
-        return capped_permuted_segment_sum_kernel<scalar_t, V, offset_t>;
-      } else {
-        return segment_sum_kernel<scalar_t, V, offset_t, true>;
+    if (atomics_if_unsorted) {
+      if constexpr (std::is_same_v<acc_t, scalar_t>) {  // the atomics go straight into out
+        const IfSet<offset_t> unsorted{flags};
+        if (!p.accumulate) {
+          core::launch_one_wave(zero_kernel<scalar_t, V, IfSet<offset_t>>, rows, out, rows, unsorted);
+        }
+        const int64_t groups = at::ceil_div<int64_t>(p.E, kAtomicRowsUnroll);
+        const int64_t items = p.outer * groups * vectors;
+        core::launch_one_wave(atomic_rows_kernel<scalar_t, acc_t, V, IfSet<offset_t>>, items, src,
+                              index, out, p.E, p.inner, p.N, groups, items, unsorted);
       }
-    }();
-    core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
+    } else {
+      Segments<scalar_t, offset_t> permuted = sorted;
+      permuted.next_tile = flags + 3;
+      const auto permuted_kernel = [] {
+        if constexpr (kCapPermutedRegisters<scalar_t, offset_t>) {
+          return capped_permuted_segment_sum_kernel<scalar_t, V, offset_t>;
+        } else {
+          return segment_sum_kernel<scalar_t, V, offset_t, true>;
+        }
+      }();
+      core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
+    }
     if (!may_have_long_rows) return;
     const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
     const int64_t slices = p.outer * chunks * vectors;
@@ -645,8 +718,8 @@ void atomic_rows(const ScatterProblem& p) {
     with_vector_width<scalar_t>(p.inner, {src, acc}, [&](auto w) {
       constexpr int V = decltype(w)::value;
       const int64_t items = p.outer * groups * (p.inner / V);
-      core::launch(atomic_rows_kernel<scalar_t, acc_t, V>, items, src, index, acc, p.E, p.inner,
-                   p.N, groups, items);
+      core::launch(atomic_rows_kernel<scalar_t, acc_t, V, Always>, items, src, index, acc, p.E,
+                   p.inner, p.N, groups, items, Always{});
     });
   });
 }

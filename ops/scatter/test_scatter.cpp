@@ -552,9 +552,10 @@ TEST(ScatterSumCuda, MatchesCpu) {
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
     for (bool sorted : {false, true}) {
       // Rows of 33 values go to the atomic rows with 1000 entries and to the
-      // CSR with 70000 (more than 2^21 elements).
+      // CSR with 70000 (more than 2^21 elements); float rows of 16 values past
+      // 2^21 elements too, which take the atomic rows there when unsorted.
       for (const auto& sizes : {std::vector<int64_t>{1000}, std::vector<int64_t>{1000, 33},
-                                std::vector<int64_t>{70000, 33}}) {
+                                std::vector<int64_t>{70000, 33}, std::vector<int64_t>{140000, 16}}) {
         for (bool index_1d : {true, false}) {
           SCOPED_TRACE(std::string(c10::toString(dtype)) + (sorted ? " sorted" : " random") +
                        (index_1d ? " 1-D index " : " full index ") +

@@ -867,9 +867,11 @@ def test_sorted_narrow_rows(F: int, dtype: torch.dtype, device: str) -> None:
 # Rows of more than 1024 sources (the CUDA segment kernel leaves them to the
 # long-row kernels) among ordinary ones: sorted and shuffled, with one scratch
 # slot per output row (few rows) or per 1024 positions (many), outer > 1, rows
-# of 1, 2 and 4 values per vector, with and without out=. Small integer values
-# keep the sums exact; the half types are rounded once.
-@pytest.mark.parametrize("F", [3, 6, 8])
+# of 1, 2 and 4 values per vector, with and without out=. On CUDA a shuffled
+# index with rows of at most 64 bytes takes the atomic rows unless the type
+# is float16 or bfloat16; F=32 keeps the permutation for every type. Small
+# integer values keep the sums exact; the half types are rounded once.
+@pytest.mark.parametrize("F", [3, 6, 8, 32])
 @pytest.mark.parametrize("outer", [1, 3])
 @pytest.mark.parametrize("N", [6, 5000], ids=["slot-per-row", "slot-per-position"])
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
@@ -972,7 +974,7 @@ def test_cuda_either_side_of_the_atomic_limit(
 
 # Prints the bytes the call held beyond its output at its peak: none for the
 # atomic rows in float32, a float copy of the output in bfloat16; the
-# permutation and offsets for the CSR.
+# offsets for the CSR, and the E-long permutation unless rows are narrow.
 _PATH_PROBE = """
 import torch, torchplug
 E, F, N, dtype = {E}, {F}, {N}, torch.{dtype}
@@ -1023,6 +1025,18 @@ def test_cuda_atomic_limit_picks_the_path(
         assert (extra > 0) == csr
     else:  # the atomic rows hold a float copy of the output, the CSR less here
         assert (extra < N * F * 4) == csr
+
+
+# Above the limit, rows of at most 64 bytes (float32 up to 16 values) take the
+# atomic rows when the counting pass finds the index unsorted, and never
+# allocate the 4-byte-per-entry permutation; wider rows do, sorted or not.
+@pytest.mark.parametrize("F, permutation", [(2, False), (16, False), (17, True), (32, True)])
+def test_cuda_narrow_rows_need_no_permutation(F: int, permutation: bool, cuda_device: str) -> None:
+    E = ATOMIC_LIMIT // 2
+    result = _probe(E, None, F, 100)
+    assert result.returncode == 0, result.stderr
+    extra = int(result.stdout.split()[-1])
+    assert (extra >= 4 * E) == permutation
 
 
 @pytest.mark.parametrize("value", ["2M", "-1", "99999999999999999999"])

@@ -69,17 +69,19 @@ def test_out_of_range_skipped_and_context_survives(checks_off, F: int, order: st
 
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
 @pytest.mark.parametrize("E", [5000, 300_000], ids=["atomic-rows", "csr"])
-def test_1d_index_path_never_synchronises(checks_off, order: str, E: int) -> None:
+@pytest.mark.parametrize("F", [8, 32], ids=["narrow", "wide"])
+def test_1d_index_path_never_synchronises(checks_off, order: str, E: int, F: int) -> None:
     # With dim_size given and checked mode off, a 1-D index with rows of
     # several values never waits: the atomic rows (up to 2^21 source elements)
     # are one launch; the CSR queues every kernel and picks on the device:
-    # sorted or not, a row past 1024 sources or not. Any synchronisation raises here.
+    # sorted or not (narrow rows: the atomic rows when not), a row past 1024
+    # sources or not. Any synchronisation raises here.
     torch.manual_seed(4)
     index = torch.randint(0, 100, (E,), device="cuda")
     index[: 2 * E // 5] = 3
     if order == "sorted":
         index = index.sort().values
-    src = torch.randint(-3, 4, (E, 8), device="cuda").float()
+    src = torch.randint(-3, 4, (E, F), device="cuda").float()
     torch.cuda.synchronize()
     previous = torch.cuda.get_sync_debug_mode()
     torch.cuda.set_sync_debug_mode("error")
@@ -87,7 +89,7 @@ def test_1d_index_path_never_synchronises(checks_off, order: str, E: int) -> Non
         out = torchplug.scatter_sum(src, index, 0, dim_size=100)
     finally:
         torch.cuda.set_sync_debug_mode(previous)
-    want = torch.zeros(100, 8, device="cuda").index_add_(0, index, src)
+    want = torch.zeros(100, F, device="cuda").index_add_(0, index, src)
     torch.testing.assert_close(out, want, rtol=0, atol=0)
 
 
@@ -95,7 +97,8 @@ def test_1d_index_path_never_synchronises(checks_off, order: str, E: int) -> Non
 def test_hot_row_with_out_of_range_values(checks_off, dtype: torch.dtype) -> None:
     # A row with more than 1024 sources takes the long-row kernels (under
     # TORCHPLUG_SCATTER_ATOMIC_LIMIT=0, as scripts/gpu_check.sh runs this file
-    # a second time; by default this size takes the atomic rows); out-of-range
+    # a second time; by default this size takes the atomic rows, and so do
+    # float32's rows of 64 bytes once the index is found unsorted); out-of-range
     # values leave the permutation shorter than E, and the first call leaves a
     # fully written permutation in the allocator's cache for the second to reuse.
     # Small integer values keep every sum exact in either dtype, so the check is
