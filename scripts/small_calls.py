@@ -10,7 +10,8 @@ that alternate torchplug with index_add_ and scatter_add_ (each from a fresh
 zero output, as the benchmark times them); the table gives microseconds per
 call, the median over rounds. The second command takes the CSR for every
 size on CUDA, the path these calls took before the atomic rows
-(docs/benchmarks.md). A development tool: the benchmark gives the figures
+(docs/benchmarks.md); rows of at most 64 bytes with an unsorted index still
+end in the atomic rows there, after the CSR's counting pass. A development tool: the benchmark gives the figures
 for the large workloads.
 """
 
