@@ -27,12 +27,13 @@ def scatter_paths() -> None:
                 torchplug.scatter_sum(src, full, 0, dim_size=N)
                 torchplug.scatter_sum(src.t(), index, 1, dim_size=N)
     # One row with every source: the long-row kernels; then shuffled with
-    # out-of-range values, so that they walk a permutation shorter than E.
+    # out-of-range values, so that they walk a permutation shorter than E
+    # (rows of 24 floats: narrower ones would take the atomic rows).
     hot = torch.zeros(5000, dtype=torch.long, device="cuda")
-    torchplug.scatter_sum(torch.randn(5000, 8, device="cuda"), hot, 0, dim_size=3)
+    torchplug.scatter_sum(torch.randn(5000, 24, device="cuda"), hot, 0, dim_size=3)
     hot[torch.randperm(5000, device="cuda")[:2000]] = 2
     hot[::97], hot[5::101] = -1, 3
-    torchplug.scatter_sum(torch.randn(5000, 8, device="cuda"), hot, 0, dim_size=3)
+    torchplug.scatter_sum(torch.randn(5000, 24, device="cuda"), hot, 0, dim_size=3)
     # Two long rows with scratch slots by position (N > E / 1024), bfloat16, into out=.
     hot = torch.randint(0, 4000, (8000,), device="cuda")
     hot[:3000], hot[3000:4500] = 10, 2000

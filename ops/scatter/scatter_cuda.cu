@@ -320,7 +320,8 @@ __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, i
 template <typename offset_t>
 struct Csr {
   const offset_t* rowptr;    // N + 1 prefix sums; see bounds()
-  const offset_t* perm;      // E entries, the first rowptr[N] filled when *unsorted
+  const offset_t* perm;      // E entries, the first rowptr[N] filled when *unsorted;
+                             // nullptr when an unsorted index takes the atomic rows
   const offset_t* unsorted;  // written by the counting pass
   offset_t* long_rows;       // set when some row has more than kMaxSegment sources
 
@@ -423,8 +424,10 @@ struct Segments {
 
 // One thread per (outer, row, column vector) item: sums the row's sources and
 // writes the row once. A row with more than kMaxSegment sources is left to the
-// long-row kernels: its scratch slot is zeroed and *long_rows set. Both kinds
-// of index are launched; the one that does not match *unsorted returns. The
+// long-row kernels: its scratch slot is zeroed and *long_rows set. The kernel
+// for each kind of index that may occur is launched (the permuted one unless
+// an unsorted index takes the atomic rows); one that does not match *unsorted
+// returns. The
 // items go out in tiles taken in order (core::for_each_tile), *next_tile
 // counting the tiles taken. Kept lean on purpose: three 64-bit divisions per
 // item and a perm check per source cost this gather a fifth of its bandwidth on
@@ -530,7 +533,7 @@ __global__ void long_rows_kernel(const scalar_t* __restrict__ src, const int64_t
   }
 }
 
-// Zeroes out, `vectors` vectors of V values, when has_work().
+// Zeroes the first `vectors` vectors of V values of out when has_work().
 template <typename scalar_t, int V, typename Gate>
 __global__ void zero_kernel(scalar_t* __restrict__ out, int64_t vectors, Gate has_work) {
   if (!has_work()) return;
@@ -596,17 +599,23 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
   });
 }
 
-// Rows of at most this many bytes, in a type that is its own accumulator, are
-// summed by the atomic rows when the index is unsorted, at any size: on the
-// H200 they beat the permutation for every random index measured, by 1.2x at
-// F=16 and up to 4.5x at F=2, against 1.0-1.5x slower with a row taking half
-// of the entries in random order (docs/benchmarks.md). The counting pass
-// decides on the device; a sorted index keeps the segments.
+// Rows of at most kAtomicRowBytes in a type whose atomic add is one instruction
+// and which is its own accumulator are summed by the atomic rows when the
+// index is unsorted, at any size: in float32 on the H200 up to 3.7x faster than
+// the permutation with a random index (rows of 2 to 16 values), up to 1.5x
+// slower with a row taking half of the entries in random order
+// (docs/benchmarks.md). The counting pass decides on the device; a sorted
+// index keeps the segments. 8- and 16-bit integers (compare-and-swap atomics)
+// and float16/bfloat16 (a float accumulator) keep the permutation.
 constexpr int64_t kAtomicRowBytes = 64;
 
 template <typename scalar_t>
+constexpr bool kAtomicsIfUnsorted = std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double> ||
+                                    std::is_same_v<scalar_t, int32_t> || std::is_same_v<scalar_t, int64_t>;
+
+template <typename scalar_t>
 bool unsorted_takes_atomic_rows(const ScatterProblem& p) {
-  return std::is_same_v<at::opmath_type<scalar_t>, scalar_t> &&
+  return kAtomicsIfUnsorted<scalar_t> &&
          p.inner * static_cast<int64_t>(sizeof(scalar_t)) <= kAtomicRowBytes;
 }
 
@@ -664,7 +673,7 @@ void csr_sum(const ScatterProblem& p) {
         csr, scratch, p.E, p.inner, p.outer, p.N, rows, p.accumulate, flags + 2};
     core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, false>, rows, src, out, sorted);
     if (atomics_if_unsorted) {
-      if constexpr (std::is_same_v<acc_t, scalar_t>) {  // the atomics go straight into out
+      if constexpr (kAtomicsIfUnsorted<scalar_t>) {  // acc_t is scalar_t: straight into out
         const IfSet<offset_t> unsorted{flags};
         if (!p.accumulate) {
           core::launch_one_wave(zero_kernel<scalar_t, V, IfSet<offset_t>>, rows, out, rows, unsorted);

@@ -868,10 +868,11 @@ def test_sorted_narrow_rows(F: int, dtype: torch.dtype, device: str) -> None:
 # long-row kernels) among ordinary ones: sorted and shuffled, with one scratch
 # slot per output row (few rows) or per 1024 positions (many), outer > 1, rows
 # of 1, 2 and 4 values per vector, with and without out=. On CUDA a shuffled
-# index with rows of at most 64 bytes takes the atomic rows unless the type
-# is float16 or bfloat16; F=32 keeps the permutation for every type. Small
-# integer values keep the sums exact; the half types are rounded once.
-@pytest.mark.parametrize("F", [3, 6, 8, 32])
+# index with rows of at most 64 bytes takes the atomic rows in float32,
+# float64, int32 and int64; rows of 18, 32 and 33 values keep the permutation
+# there too, at each vector width. Small integer values keep the sums exact;
+# the half types are rounded once.
+@pytest.mark.parametrize("F", [3, 6, 8, 18, 32, 33])
 @pytest.mark.parametrize("outer", [1, 3])
 @pytest.mark.parametrize("N", [6, 5000], ids=["slot-per-row", "slot-per-position"])
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
@@ -977,6 +978,7 @@ def test_cuda_either_side_of_the_atomic_limit(
 # offsets for the CSR, and the E-long permutation unless rows are narrow.
 _PATH_PROBE = """
 import torch, torchplug
+torch.manual_seed(0)
 E, F, N, dtype = {E}, {F}, {N}, torch.{dtype}
 src = torch.randn(E, F, device="cuda").to(dtype)
 index = torch.randint(0, N, (E,), device="cuda")

@@ -204,6 +204,14 @@ def test_src_past_two_to_the_31_elements() -> None:
     want = torch.zeros(N, F, device="cuda").index_add_(0, index, src)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-2)
     del got, want
+    # Rows of 32 values (2^31 + 32 elements): the permutation and its gather,
+    # where rows of 16 with a random index take the atomic rows.
+    wide = src[:-1].view(-1, 32)
+    wide_index = torch.randint(0, N, (wide.shape[0],), device="cuda")
+    got = torchplug.scatter_sum(wide, wide_index, 0, dim_size=N)
+    want = torch.zeros(N, 32, device="cuda").index_add_(0, wide_index, wide)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-2)
+    del got, want, wide_index
     flat = src.view(-1)
     flat_index = torch.randint(0, N, (flat.numel(),), device="cuda")
     got = torchplug.scatter_sum(flat, flat_index, 0, dim_size=N)
