@@ -422,17 +422,17 @@ struct Segments {
   offset_t* next_tile;  // 0 at launch; see core::for_each_tile
 };
 
-// One thread per (outer, row, column vector) item: sums the row's sources and
-// writes the row once. A row with more than kMaxSegment sources is left to the
-// long-row kernels: its scratch slot is zeroed and *long_rows set. The kernel
-// for each kind of index that may occur is launched (the permuted one unless
-// an unsorted index takes the atomic rows); one that does not match *unsorted
-// returns. The
-// items go out in tiles taken in order (core::for_each_tile), *next_tile
-// counting the tiles taken. Kept lean on purpose: three 64-bit divisions per
-// item and a perm check per source cost this gather a fifth of its bandwidth on
-// the H200, and one kernel for both kinds (the registers of the sorted one) a
-// sixth of it with a permutation.
+// One thread per (outer, row, column vector) item: sums the row's sources
+// and writes the row once. A row with more than kMaxSegment sources is left
+// to the long-row kernels: its scratch slot is zeroed and *long_rows set.
+// The kernel for each kind of index that may occur is launched (the
+// permuted one unless an unsorted index takes the atomic rows); one that
+// does not match *unsorted returns. The items go out in tiles taken in
+// order (core::for_each_tile), *next_tile counting the tiles taken. Kept
+// lean on purpose: three 64-bit divisions per item and a perm check per
+// source cost this gather a fifth of its bandwidth on the H200, and one
+// kernel for both kinds (the registers of the sorted one) a sixth of it
+// with a permutation.
 template <typename scalar_t, int V, typename offset_t, bool kPermuted>
 __device__ __forceinline__ void segment_sum(const scalar_t* __restrict__ src,
                                             scalar_t* __restrict__ out,
