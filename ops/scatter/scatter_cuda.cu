@@ -19,9 +19,10 @@
 //           permutation listing each row's sources (a counting sort); for
 //           sorted ones the fill returns at once. Rows of at most
 //           kAtomicRowBytes (float32 up to 16 values) skip it: an unsorted
-//           index is summed by the atomic rows above, after a zero fill, and
-//           the counting pass leaves out the atomics of warps that see a
-//           descent, so that for a random index it is one read.
+//           index is summed by the atomic rows above, after a zero fill; a
+//           probe of a few pairs of neighbours finds most unsorted indices
+//           before the counting pass, which then returns at once, and the
+//           pass leaves out the atomics of warps that see a descent.
 //         - segments: one thread per (outer, row, column vector) sums its row's
 //           sources and writes the row once: no atomics, no zero fill, no read-
 //           modify-write of rows the L2 cannot hold.
@@ -50,7 +51,6 @@
 #include <ATen/ceil_div.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <cerrno>
@@ -236,14 +236,52 @@ __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
 // value lies outside [0, N). Each thread keeps kIndexPassUnroll loads in
 // flight (one load per thread leaves the pass latency bound), and each block
 // writes the flag at most once (a write per warp makes one address hot). With
-// counts_if_unsorted false the counts only matter for a sorted index: a warp
-// that sees a descent skips its atomics, which leaves a random index one read.
+// counts_if_unsorted false the counts only matter for a sorted index: a block
+// that finds the flag already set (init_stats_kernel's probe) returns, and a
+// warp that sees a descent skips its atomics.
 constexpr int kIndexPassUnroll = 4;
+
+// Zeroes stats (`size` counts and flags) and writes its unsorted flag,
+// stats[flag_at]: with `probe`, 1 when one of kProbePairs evenly spaced pairs
+// of neighbouring index entries descends. One block's look finds a random
+// index out, where the counting pass would read all of it (on the H200, 83 us
+// of the 0.54 ms that 40M rows of two floats take; docs/benchmarks.md); a
+// sorted index has no descent anywhere and is left to the counting pass.
+// Block 0 alone writes the flag, and holds all its loads in flight: a sorted
+// call waits for it.
+constexpr int kProbePairs = 2048;
+static_assert(kProbePairs % core::kThreadsPerBlock == 0);
+
+template <typename offset_t>
+__global__ void init_stats_kernel(offset_t* __restrict__ stats, int64_t size, int64_t flag_at,
+                                  const int64_t* __restrict__ index, int64_t E, bool probe) {
+  TORCHPLUG_GRID_STRIDE_LOOP(i, size) {
+    if (i != flag_at) stats[i] = 0;
+  }
+  if (blockIdx.x != 0) return;
+  constexpr int kPairsPerThread = kProbePairs / core::kThreadsPerBlock;
+  bool descent = false;
+  if (probe) {
+    int64_t left[kPairsPerThread], right[kPairsPerThread];
+#pragma unroll
+    for (int i = 0; i < kPairsPerThread; ++i) {
+      const int64_t e = (E - 1) * (i * core::kThreadsPerBlock + threadIdx.x) / kProbePairs;
+      left[i] = index[e];
+      right[i] = e + 1 < E ? index[e + 1] : left[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kPairsPerThread; ++i) descent |= left[i] > right[i];
+  }
+  const bool flagged = __syncthreads_or(descent);
+  if (threadIdx.x == 0) stats[flag_at] = flagged ? 1 : 0;
+}
 
 template <typename offset_t>
 __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
                                   offset_t* __restrict__ counts, offset_t* __restrict__ unsorted,
                                   bool counts_if_unsorted) {
+  // The whole block returns or none of it: other blocks may set the flag meanwhile.
+  if (!counts_if_unsorted && __syncthreads_or(*unsorted != 0)) return;
   const int lane = threadIdx.x % 32;
   const int64_t span = static_cast<int64_t>(blockDim.x) * kIndexPassUnroll;
   bool descent = false;
@@ -604,9 +642,9 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
 // index is unsorted, at any size: in float32 on the H200 up to 3.7x faster than
 // the permutation with a random index (rows of 2 to 16 values), up to 1.5x
 // slower with a row taking half of the entries in random order
-// (docs/benchmarks.md). The counting pass decides on the device; a sorted
-// index keeps the segments. 8- and 16-bit integers (compare-and-swap atomics)
-// and float16/bfloat16 (a float accumulator) keep the permutation.
+// (docs/benchmarks.md). The probe or the counting pass decides on the device; a
+// sorted index keeps the segments. 8- and 16-bit integers (compare-and-swap
+// atomics) and float16/bfloat16 (a float accumulator) keep the permutation.
 constexpr int64_t kAtomicRowBytes = 64;
 
 template <typename scalar_t>
@@ -624,21 +662,30 @@ bool unsorted_takes_atomic_rows(const ScatterProblem& p) {
 // while E allows: half the bytes and faster atomics. For narrow rows
 // (unsorted_takes_atomic_rows) an unsorted index takes the atomic rows instead
 // of the permutation: the zero fill and the atomic rows are queued too and
-// return unless the counting pass flagged the index unsorted.
+// return unless the probe or the counting pass flagged the index unsorted.
 template <typename scalar_t, typename offset_t>
 void csr_sum(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const bool atomics_if_unsorted = unsorted_takes_atomic_rows<scalar_t>(p);
   const auto* index = p.index.const_data_ptr<int64_t>();
   const at::TensorOptions offset_options = p.index.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
-  // Zero-initialised: [counts (N + 1) | unsorted flag | long-rows flag | tiles
-  // taken by the sorted and by the permuted segment kernel]
-  at::Tensor stats = at::zeros({p.N + 5}, offset_options);
+  // [counts (N + 1) | unsorted flag | long-rows flag | tiles taken by the
+  // sorted and by the permuted segment kernel], zeroed; the unsorted flag set
+  // already when narrow rows' probe finds a descent.
+  at::Tensor stats = at::empty({p.N + 5}, offset_options);
   auto* stats_ptr = stats.mutable_data_ptr<offset_t>();
   offset_t* const flags = stats_ptr + p.N + 1;
+  core::launch(init_stats_kernel<offset_t>, p.N + 5, stats_ptr, p.N + 5, p.N + 1, index, p.E,
+               atomics_if_unsorted);
   const int64_t count_threads = at::ceil_div<int64_t>(p.E, kIndexPassUnroll);
-  core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr, flags,
-               !atomics_if_unsorted);
+  if (atomics_if_unsorted) {
+    // One wave: a flagged index leaves the counting pass a wave of blocks that return.
+    core::launch_one_wave(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr,
+                          flags, false);
+  } else {
+    core::launch(count_rows_kernel<offset_t>, count_threads, index, p.E, p.N, stats_ptr, flags,
+                 true);
+  }
   at::Tensor rowptr = at::cumsum(stats.narrow(0, 0, p.N + 1), 0, stats.scalar_type());
   // The permutation, unless an unsorted index takes the atomic rows; allocated
   // for a sorted index too: knowing it is sorted would take a synchronisation.

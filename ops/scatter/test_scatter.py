@@ -1042,6 +1042,33 @@ def test_cuda_narrow_rows_need_no_permutation(F: int, permutation: bool, cuda_de
     assert (extra >= 4 * E) == permutation
 
 
+# A sorted index but for one pair of neighbours, or for a value before the
+# first row, with narrow rows past the atomic limit: the CUDA probe that finds
+# most unsorted indices at once samples pairs, so where it misses, the counting
+# pass must still flag the index unsorted (and the atomic rows sum it; the
+# sorted segments would read every row's sources one position off).
+@pytest.mark.parametrize("flaw", ["swap-first", "swap-middle", "swap-last", "out-of-range-first"])
+@pytest.mark.parametrize("F", [2, 16])
+def test_cuda_sorted_index_with_one_flaw(flaw: str, F: int, cuda_device: str) -> None:
+    torch.manual_seed(28)
+    E = ATOMIC_LIMIT // 4 + 1
+    N = E // 3 + 1
+    index = torch.arange(E) // 3
+    if flaw == "out-of-range-first":
+        index[0] = -1
+    else:  # swap a row's last entry with the next row's first
+        p = {"swap-first": 2, "swap-middle": E // 2 // 3 * 3 + 2, "swap-last": (E - 2) // 3 * 3 - 1}[flaw]
+        assert index[p] < index[p + 1]
+        index[p], index[p + 1] = index[p + 1].clone(), index[p].clone()
+    index = index.to(cuda_device)
+    src = torch.randint(-3, 4, (E, F), dtype=torch.float32, device=cuda_device)
+    keep = (index >= 0) & (index < N)
+    want = torch.zeros(N, F, dtype=torch.float64, device=cuda_device)
+    want.index_add_(0, index[keep], src[keep].double())
+    out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+    torch.testing.assert_close(out, want.float(), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("value", ["2M", "-1", "99999999999999999999"])
 def test_cuda_atomic_limit_rejects_garbage(value: str, cuda_device: str) -> None:
     result = _probe(64, value)
