@@ -5,8 +5,9 @@
 //   1-D index, inner > 1, small (takes_atomic_rows: at most 2^21 source
 //       elements by default) -> atomic rows: one thread per (outer,
 //       kAtomicRowsUnroll consecutive entries, column vector) adds each run of
-//       equal rows with one (vector) atomic. Such calls are bound by the
-//       host's launches, and the CSR below takes ten of them against one.
+//       equal rows with one (vector) atomic, a warp's runs of one hot row
+//       summed in registers first. Such calls are bound by the host's
+//       launches, and the CSR below takes ten of them against one.
 //   1-D index, inner > 1, larger -> CSR, with no host synchronisation (with dim_size
 //       given and checked mode off, the whole call): each choice below is made
 //       on the device, by kernels that read a flag an earlier one wrote and
@@ -159,10 +160,11 @@ int64_t atomic_rows_limit() {
   return limit;
 }
 
-// The limit was measured with rows of 16 and 64 values. A hub row gets one
-// atomic per kAtomicRowsUnroll entries, serialised, whatever the row width, so
-// narrower rows get no more entries than rows of 16 did. float16 and bfloat16
-// accumulate in a float copy of the whole output, so it is bounded too.
+// The limit was measured with rows of 16 and 64 values, before HotRow. A hub
+// row got one atomic per kAtomicRowsUnroll entries, serialised, whatever the
+// row width (it still does where HotRow is off), so narrower rows get no more
+// entries than rows of 16 did. float16 and bfloat16 accumulate in a float copy
+// of the whole output, so it is bounded too.
 bool takes_atomic_rows(const ScatterProblem& p) {
   if (!p.index_1d || p.inner == 1) return false;
   const int64_t limit = atomic_rows_limit();
@@ -182,8 +184,89 @@ struct IfSet {
   __device__ bool operator()() const { return *flag != 0; }
 };
 
+// A warp's runs of one hot destination, key = o * N + row, summed in registers
+// and added with one atomic per column when the warp lets the key go: a row
+// that takes most entries (a hub) would otherwise get one atomic per run, all
+// serialised in one L2 slice. The key is the one the lowest lane with a run
+// held when the last kHotRowPatience calls brought no run of the previous one,
+// so it settles on a hub; a random index pays a vote per call of add() and,
+// every kHotRowPatience + 1 calls, a new key and the flush of the one run it
+// took. Lane l holds column l % vectors at every call; rows whose vector count
+// does not divide 32 do without (every run gets its own atomic).
+constexpr int kHotRowPatience = 8;
+
+template <int V, typename acc_t>
+class HotRow {
+ public:
+  __device__ HotRow(acc_t* acc, int64_t inner, int64_t vectors, int lane)
+      : acc_(acc), inner_(inner), vectors_(vectors), lane_(lane), enabled_(32 % vectors == 0) {
+    clear();
+  }
+
+  // Adds the run that ends at this lane (key >= 0; -1: none) at acc + key *
+  // inner + column, or into the hot sum. Every lane of the warp calls it.
+  __device__ void add(int64_t key, int64_t column, const acc_t (&run)[V]) {
+    if (!enabled_) {
+      if (key >= 0) core::atomic_add_vector(acc_ + key * inner_ + column, run);
+      return;
+    }
+    if (misses_ >= kHotRowPatience) {
+      flush();
+      const unsigned with_run = __ballot_sync(kFullMask, key >= 0);
+      key_ = with_run ? __shfl_sync(kFullMask, key, __ffs(with_run) - 1) : -1;
+      misses_ = with_run ? 0 : kHotRowPatience;
+    }
+    const bool hit = key >= 0 && key == key_;
+    if (hit) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) sum_[k] += run[k];
+    } else if (key >= 0) {
+      core::atomic_add_vector(acc_ + key * inner_ + column, run);
+    }
+    if (__any_sync(kFullMask, hit)) {
+      pending_ = true;
+      misses_ = 0;
+    } else {
+      ++misses_;
+    }
+  }
+
+  // Adds the hot sum: the lanes of each column add theirs together, and the
+  // warp's first `vectors` lanes issue the atomics. Every lane calls it.
+  __device__ void flush() {
+    if (!pending_) return;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      for (int offset = vectors_; offset < 32; offset <<= 1) {
+        sum_[k] += __shfl_xor_sync(kFullMask, sum_[k], offset);
+      }
+    }
+    if (lane_ < vectors_) core::atomic_add_vector(acc_ + key_ * inner_ + lane_ * V, sum_);
+    clear();
+  }
+
+ private:
+  // -0.0 adds nothing to any value, -0.0 included.
+  __device__ void clear() {
+#pragma unroll
+    for (int k = 0; k < V; ++k) sum_[k] = std::is_floating_point_v<acc_t> ? acc_t(-0.0) : acc_t(0);
+    pending_ = false;
+  }
+
+  acc_t* acc_;
+  int64_t inner_, vectors_;
+  int lane_;
+  bool enabled_;
+  int64_t key_ = -1;
+  int misses_ = kHotRowPatience;  // adopt a key at the first step
+  bool pending_ = false;          // the same in every lane of the warp
+  acc_t sum_[V];
+};
+
 // Entries [first, first + kAtomicRowsUnroll) of outer slice o, columns
-// [column, column + V): each run of equal rows among them is one atomic.
+// [column, column + V): each run of equal rows among them is one atomic, or
+// part of a warp's hot sum (HotRow). Whole warps step through the items
+// together, for HotRow's warp-wide votes and exchanges.
 template <typename scalar_t, typename acc_t, int V, typename Gate>
 __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
                                    const int64_t* __restrict__ index, acc_t* __restrict__ acc,
@@ -191,7 +274,12 @@ __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
                                    int64_t items, Gate has_work) {
   if (!has_work()) return;
   const int64_t vectors = inner / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+  const int lane = threadIdx.x % 32;
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  HotRow<V, acc_t> hot(acc, inner, vectors, lane);
+  for (int64_t warp_first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x - lane;
+       warp_first < items; warp_first += stride) {
+    const int64_t t = warp_first + lane;
     const int64_t column = t % vectors * V;
     const int64_t group = t / vectors;
     const int64_t o = group / groups;
@@ -201,7 +289,7 @@ __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
 #pragma unroll
     for (int u = 0; u < kAtomicRowsUnroll; ++u) {
       rows[u] = -1;
-      if (first + u < E) {
+      if (t < items && first + u < E) {
         rows[u] = index[first + u];
         load_as<scalar_t, V>(src + (o * E + first + u) * inner + column, values[u]);
       }
@@ -213,20 +301,17 @@ __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
 #pragma unroll
     for (int u = 0; u < kAtomicRowsUnroll; ++u) {
       const bool last = u + 1 == kAtomicRowsUnroll;
-      if (!last && rows[u + 1] == rows[u]) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) sum[k] += values[u + 1][k];
-        continue;
-      }
-      if (rows[u] >= 0 && rows[u] < N) {
-        core::atomic_add_vector(acc + (o * N + rows[u]) * inner + column, sum);
-      }
+      const bool run_ends = last || rows[u + 1] != rows[u];
+      hot.add(run_ends && rows[u] >= 0 && rows[u] < N ? o * N + rows[u] : -1, column, sum);
       if (!last) {
 #pragma unroll
-        for (int k = 0; k < V; ++k) sum[k] = values[u + 1][k];
+        for (int k = 0; k < V; ++k) {
+          sum[k] = run_ends ? values[u + 1][k] : sum[k] + values[u + 1][k];
+        }
       }
     }
   }
+  hot.flush();
 }
 
 // ---- CSR ---------------------------------------------------------------------
@@ -639,10 +724,10 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
 
 // Rows of at most kAtomicRowBytes in a type whose atomic add is one instruction
 // and which is its own accumulator are summed by the atomic rows when the
-// index is unsorted, at any size: in float32 on the H200 up to 3.7x faster than
-// the permutation with a random index (rows of 2 to 16 values), up to 1.5x
-// slower with a row taking half of the entries in random order
-// (docs/benchmarks.md). The probe or the counting pass decides on the device; a
+// index is unsorted, at any size: in float32 on the H200 up to 7x faster than
+// the permutation with a random index (rows of 2 to 16 values), and up to 16x
+// with a row taking half of the entries in random order (HotRow;
+// docs/benchmarks.md). The probe or the counting pass decides on the device; a
 // sorted index keeps the segments. 8- and 16-bit integers (compare-and-swap
 // atomics) and float16/bfloat16 (a float accumulator) keep the permutation.
 constexpr int64_t kAtomicRowBytes = 64;

@@ -1042,6 +1042,70 @@ def test_cuda_narrow_rows_need_no_permutation(F: int, permutation: bool, cuda_de
     assert (extra >= 4 * E) == permutation
 
 
+# Half of the entries on one row, in random order: the CUDA atomic rows sum a
+# warp's runs of that row in registers and add them once. With 4-byte values,
+# rows whose column vectors divide a warp (F = 2, 8, 16, 64 and 128: 1, 2, 4,
+# 16 and 32 vectors) take that path, the others (F = 5, 12) do not. "small"
+# takes the atomic rows at any width; "large", past the atomic limit, takes
+# them for rows of at most 64 bytes in float32, float64, int32 and int64, the
+# others keep the permutation. Two outer slices, so that the same row of
+# different slices is not one destination. Small integer values keep the sums
+# exact; the half types are rounded once.
+@pytest.mark.parametrize("F", [2, 5, 8, 12, 16, 64, 128])
+@pytest.mark.parametrize("size", ["small", "large"])
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.float16],
+    ids=str,
+)
+def test_cuda_hub_row_in_random_order(F: int, size: str, dtype: torch.dtype, cuda_device: str) -> None:
+    torch.manual_seed(27)
+    E = 6000 if size == "small" else ATOMIC_LIMIT // 16 + 3
+    N = E // 4
+    index = torch.randint(0, N, (E,))
+    index[torch.rand(E) < 0.5] = N // 3
+    index[7::1009] = N  # out of range: skipped
+    index = index.to(cuda_device)
+    src = torch.randint(-3, 4, (2, E, F)).to(dtype).to(cuda_device)
+    base = torch.randint(-8, 9, (2, N, F), device=cuda_device)
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    keep = index < N
+
+    def want(start: torch.Tensor) -> torch.Tensor:
+        return start.to(wide).index_add_(1, index[keep], src[:, keep].to(wide)).to(dtype)
+
+    out = torchplug.scatter_sum(src, index, 1, dim_size=N)
+    torch.testing.assert_close(out, want(torch.zeros_like(base)), rtol=0, atol=0)
+    out = base.to(dtype)
+    torchplug.scatter_sum(src, index, 1, out=out)
+    torch.testing.assert_close(out, want(base), rtol=0, atol=0)
+
+
+# A hub that moves every 4096 entries, half of them on it, in random order,
+# with enough entries that each warp of the CUDA atomic rows (one wave of
+# blocks past the atomic limit) takes several strides: a warp's hot row goes
+# cold and is let go (its sum added) for the next one. Two outer slices.
+# Small integer values keep the sums exact.
+@pytest.mark.parametrize(
+    "dtype, F",
+    [(torch.float32, 2), (torch.float32, 16), (torch.float64, 4), (torch.int64, 8)],
+    ids=["float32-2", "float32-16", "float64-4", "int64-8"],
+)
+def test_cuda_moving_hub_rows(dtype: torch.dtype, F: int, cuda_device: str) -> None:
+    torch.manual_seed(29)
+    E, N = 1 << 21, 50_000
+    index = torch.randint(0, N, (E,))
+    hub = torch.arange(E) // 4096 % 7 * 13
+    on_hub = torch.rand(E) < 0.5
+    index[on_hub] = hub[on_hub]
+    index = index.to(cuda_device)
+    src = torch.randint(-3, 4, (2, E, F)).to(dtype).to(cuda_device)
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    want = torch.zeros(2, N, F, dtype=wide, device=cuda_device).index_add_(1, index, src.to(wide))
+    out = torchplug.scatter_sum(src, index, 1, dim_size=N)
+    torch.testing.assert_close(out, want.to(dtype), rtol=0, atol=0)
+
+
 # A sorted index but for one pair of neighbours, or for a value before the
 # first row, with narrow rows past the atomic limit: the CUDA probe that finds
 # most unsorted indices at once samples pairs, so where it misses, the counting
