@@ -3,11 +3,11 @@
 //
 // Which kernel runs:
 //   1-D index, inner > 1, small (takes_atomic_rows: at most 2^21 source
-//       elements by default) -> atomic rows: one thread per (outer,
-//       kAtomicRowsUnroll consecutive entries, column vector) adds each run of
-//       equal rows with one (vector) atomic, a warp's runs of one hot row
-//       summed in registers first. Such calls are bound by the host's
-//       launches, and the CSR below takes ten of them against one.
+//       elements by default) -> atomic rows: a wave of threads steps through
+//       (outer, kAtomicRowsUnroll consecutive entries, column vector) items and
+//       adds each run of equal rows with one (vector) atomic, a warp's runs of
+//       one hot row summed in registers first. Such calls are bound by the
+//       host's launches, and the CSR below takes ten of them against one.
 //   1-D index, inner > 1, larger -> CSR, with no host synchronisation (with dim_size
 //       given and checked mode off, the whole call): each choice below is made
 //       on the device, by kernels that read a flag an earlier one wrote and
@@ -184,15 +184,29 @@ struct IfSet {
   __device__ bool operator()() const { return *flag != 0; }
 };
 
+// The key most lanes of the warp hold (ties: the lowest such lane), or -1 when
+// no lane holds one (key < 0). Every lane calls it.
+__device__ __forceinline__ int64_t most_common_key(int64_t key, int lane) {
+  const unsigned same = __match_any_sync(kFullMask, key);
+  unsigned best = (key >= 0 ? __popc(same) : 0) << 5 | (31 - lane);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    best = max(best, __shfl_xor_sync(kFullMask, best, offset));
+  }
+  const int64_t chosen = __shfl_sync(kFullMask, key, 31 - static_cast<int>(best & 31));
+  return best >> 5 == 0 ? -1 : chosen;
+}
+
 // A warp's runs of one hot destination, key = o * N + row, summed in registers
 // and added with one atomic per column when the warp lets the key go: a row
 // that takes most entries (a hub) would otherwise get one atomic per run, all
-// serialised in one L2 slice. The key is the one the lowest lane with a run
-// held when the last kHotRowPatience calls brought no run of the previous one,
-// so it settles on a hub; a random index pays a vote per call of add() and,
-// every kHotRowPatience + 1 calls, a new key and the flush of the one run it
-// took. Lane l holds column l % vectors at every call; rows whose vector count
-// does not divide 32 do without (every run gets its own atomic).
+// serialised in one L2 slice. When the last kHotRowPatience calls brought no
+// run of the key (and at the first call) the warp takes the key most of its
+// lanes hold in this call, so that it settles on a hub at once; a random index
+// pays a vote per call of add() and, every kHotRowPatience + 1 calls, a new key
+// and the flush of the one run it took. Lane l holds column l % vectors at every
+// call; rows whose vector count does not divide 32 do without (every run gets
+// its own atomic).
 constexpr int kHotRowPatience = 8;
 
 template <int V, typename acc_t>
@@ -212,9 +226,8 @@ class HotRow {
     }
     if (misses_ >= kHotRowPatience) {
       flush();
-      const unsigned with_run = __ballot_sync(kFullMask, key >= 0);
-      key_ = with_run ? __shfl_sync(kFullMask, key, __ffs(with_run) - 1) : -1;
-      misses_ = with_run ? 0 : kHotRowPatience;
+      key_ = most_common_key(key, lane_);
+      misses_ = key_ >= 0 ? 0 : kHotRowPatience;
     }
     const bool hit = key >= 0 && key == key_;
     if (hit) {
@@ -859,8 +872,9 @@ void atomic_rows(const ScatterProblem& p) {
     with_vector_width<scalar_t>(p.inner, {src, acc}, [&](auto w) {
       constexpr int V = decltype(w)::value;
       const int64_t items = p.outer * groups * (p.inner / V);
-      core::launch(atomic_rows_kernel<scalar_t, acc_t, V, Always>, items, src, index, acc, p.E,
-                   p.inner, p.N, groups, items, Always{});
+      // One wave: a warp that steps through many items keeps a hub as its hot row.
+      core::launch_one_wave(atomic_rows_kernel<scalar_t, acc_t, V, Always>, items, src, index,
+                            acc, p.E, p.inner, p.N, groups, items, Always{});
     });
   });
 }
