@@ -2,12 +2,12 @@
 // skipped by every kernel: a bad index never writes out of bounds.
 //
 // Which kernel runs:
-//   1-D index, inner > 1, small (takes_atomic_rows: at most 2^21 source
-//       elements by default) -> atomic rows: a wave of threads steps through
-//       (outer, kAtomicRowsUnroll consecutive entries, column vector) items and
-//       adds each run of equal rows with one (vector) atomic, a warp's runs of
-//       one hot row summed in registers first. Such calls are bound by the
-//       host's launches, and the CSR below takes ten of them against one.
+//   1-D index, inner > 1, small (takes_atomic_rows: by default at most 2^21
+//       to 2^26 source elements, by row width and type) -> atomic rows: a
+//       wave of threads steps through (outer, kAtomicRowsUnroll consecutive
+//       entries, column vector) items and adds each run of equal rows with one
+//       (vector) atomic, a warp's runs of one hot row summed in registers
+//       first. One launch, where the CSR below takes ten.
 //   1-D index, inner > 1, larger -> CSR, with no host synchronisation (with dim_size
 //       given and checked mode off, the whole call): each choice below is made
 //       on the device, by kernels that read a flag an earlier one wrote and
@@ -57,6 +57,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace torchplug::scatter_detail {
@@ -140,38 +141,6 @@ __global__ void scatter_warp_runs_kernel(const scalar_t* __restrict__ src,
 // ---- atomic rows -------------------------------------------------------------
 
 constexpr int kAtomicRowsUnroll = 4;
-constexpr int64_t kAtomicRowsLimit = int64_t{1} << 21;
-
-// Up to this many source elements the CSR costs more than it saves: on one
-// H200 the atomics were faster for every index tried, all into one row
-// included (docs/benchmarks.md). TORCHPLUG_SCATTER_ATOMIC_LIMIT overrides it
-// (0: always the CSR), which is how the tests reach the CSR with small inputs.
-int64_t atomic_rows_limit() {
-  static const int64_t limit = [] {
-    const char* text = std::getenv("TORCHPLUG_SCATTER_ATOMIC_LIMIT");
-    if (text == nullptr) return kAtomicRowsLimit;
-    char* end = nullptr;
-    errno = 0;
-    const long long value = std::strtoll(text, &end, 10);
-    TORCH_CHECK(end != text && *end == '\0' && errno != ERANGE && value >= 0, kOp,
-                ": TORCHPLUG_SCATTER_ATOMIC_LIMIT must be a non-negative integer, got '", text, "'");
-    return static_cast<int64_t>(value);
-  }();
-  return limit;
-}
-
-// The limit was measured with rows of 16 and 64 values, before HotRow. A hub
-// row got one atomic per kAtomicRowsUnroll entries, serialised, whatever the
-// row width (it still does where HotRow is off), so narrower rows get no more
-// entries than rows of 16 did. float16 and bfloat16 accumulate in a float copy
-// of the whole output, so it is bounded too.
-bool takes_atomic_rows(const ScatterProblem& p) {
-  if (!p.index_1d || p.inner == 1) return false;
-  const int64_t limit = atomic_rows_limit();
-  const bool widened = at::toOpMathType(p.src.scalar_type()) != p.src.scalar_type();
-  return p.src.numel() <= limit && p.E <= limit / 16 && (!widened || p.out.numel() <= limit);
-}
-
 // Whether a kernel queued ahead of a choice made on the device has work:
 // always, or when a flag an earlier kernel wrote is set.
 struct Always {
@@ -736,35 +705,79 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
 }
 
 // Rows of at most kAtomicRowBytes in a type whose atomic add is one instruction
-// and which is its own accumulator are summed by the atomic rows when the
-// index is unsorted, at any size: in float32 on the H200 up to 7x faster than
-// the permutation with a random index (rows of 2 to 16 values), and up to 16x
-// with a row taking half of the entries in random order (HotRow;
-// docs/benchmarks.md). The probe or the counting pass decides on the device; a
-// sorted index keeps the segments. 8- and 16-bit integers (compare-and-swap
-// atomics) and float16/bfloat16 (a float accumulator) keep the permutation.
+// and which is its own accumulator: the atomic rows add them straight into the
+// output with one (vector) atomic per run and column vector. 8- and 16-bit
+// integers (compare-and-swap atomics) and float16/bfloat16 (a float
+// accumulator of the output's size) are not narrow.
 constexpr int64_t kAtomicRowBytes = 64;
 
 template <typename scalar_t>
-constexpr bool kAtomicsIfUnsorted = std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double> ||
-                                    std::is_same_v<scalar_t, int32_t> || std::is_same_v<scalar_t, int64_t>;
+constexpr bool kOwnAtomicType = std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double> ||
+                                std::is_same_v<scalar_t, int32_t> || std::is_same_v<scalar_t, int64_t>;
 
 template <typename scalar_t>
-bool unsorted_takes_atomic_rows(const ScatterProblem& p) {
-  return kAtomicsIfUnsorted<scalar_t> &&
-         p.inner * static_cast<int64_t>(sizeof(scalar_t)) <= kAtomicRowBytes;
+bool has_narrow_rows(const ScatterProblem& p) {
+  return kOwnAtomicType<scalar_t> && p.inner * static_cast<int64_t>(sizeof(scalar_t)) <= kAtomicRowBytes;
+}
+
+// Up to how many source elements the atomic rows beat the CSR, on one H200
+// (docs/benchmarks.md). The CSR's fixed cost is tens of microseconds, and it
+// sums a narrow unsorted index with the same atomic rows. Where HotRow applies
+// (the row's column vectors divide a warp) and the type is its own
+// accumulator, the atomic rows won for every index measured, random, sorted
+// and with a hub: narrow rows up to 2^26 elements, rows of up to 128 floats up
+// to 2^25. Elsewhere a hub row gets one atomic per run, serialised, so the
+// limit of rows of 16 floats before HotRow stays: 2^21 elements and 2^17
+// entries; float16 and bfloat16 also bound the float copy of their output.
+// TORCHPLUG_SCATTER_ATOMIC_LIMIT replaces every limit (0: always the CSR),
+// which is how the tests reach the CSR with small inputs.
+constexpr int64_t kNarrowAtomicRowsLimit = int64_t{1} << 26;
+constexpr int64_t kHotAtomicRowsLimit = int64_t{1} << 25;
+constexpr int64_t kAtomicRowsLimit = int64_t{1} << 21;
+
+std::optional<int64_t> atomic_rows_limit_override() {
+  static const std::optional<int64_t> limit = []() -> std::optional<int64_t> {
+    const char* text = std::getenv("TORCHPLUG_SCATTER_ATOMIC_LIMIT");
+    if (text == nullptr) return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(text, &end, 10);
+    TORCH_CHECK(end != text && *end == '\0' && errno != ERANGE && value >= 0, kOp,
+                ": TORCHPLUG_SCATTER_ATOMIC_LIMIT must be a non-negative integer, got '", text, "'");
+    return static_cast<int64_t>(value);
+  }();
+  return limit;
+}
+
+template <typename scalar_t>
+bool takes_atomic_rows(const ScatterProblem& p) {
+  if (!p.index_1d || p.inner == 1) return false;
+  const int64_t elements = p.src.numel();
+  if (const auto limit = atomic_rows_limit_override()) {
+    return elements <= *limit && (kOwnAtomicType<scalar_t> || p.out.numel() <= *limit);
+  }
+  if constexpr (kOwnAtomicType<scalar_t>) {
+    const int width = vector_width<scalar_t>(p.inner, {p.src.const_data_ptr(), p.out.const_data_ptr()});
+    if (32 % (p.inner / width) == 0) {
+      return elements <= (has_narrow_rows<scalar_t>(p) ? kNarrowAtomicRowsLimit : kHotAtomicRowsLimit);
+    }
+  }
+  return elements <= kAtomicRowsLimit && p.E <= kAtomicRowsLimit / 16 &&
+         (kOwnAtomicType<scalar_t> || p.out.numel() <= kAtomicRowsLimit);
 }
 
 // 1-D index, inner > 1: CSR of the index, then segments and long rows, all
 // queued at once (long rows only when E > kMaxSegment). Offsets are 32-bit
 // while E allows: half the bytes and faster atomics. For narrow rows
-// (unsorted_takes_atomic_rows) an unsorted index takes the atomic rows instead
-// of the permutation: the zero fill and the atomic rows are queued too and
-// return unless the probe or the counting pass flagged the index unsorted.
+// (has_narrow_rows) an unsorted index takes the atomic rows instead of the
+// permutation (in float32 on the H200 up to 7x faster with a random index, and
+// up to 16x with a row taking half of the entries; docs/benchmarks.md): the
+// zero fill and the atomic rows are queued too and return unless the probe or
+// the counting pass flagged the index unsorted.
 template <typename scalar_t, typename offset_t>
 void csr_sum(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const bool atomics_if_unsorted = unsorted_takes_atomic_rows<scalar_t>(p);
+  const bool atomics_if_unsorted = has_narrow_rows<scalar_t>(p);
   const auto* index = p.index.const_data_ptr<int64_t>();
   const at::TensorOptions offset_options = p.index.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
   // [counts (N + 1) | unsorted flag | long-rows flag | tiles taken by the
@@ -818,7 +831,7 @@ void csr_sum(const ScatterProblem& p) {
         csr, scratch, p.E, p.inner, p.outer, p.N, rows, p.accumulate, flags + 2};
     core::launch_one_wave(segment_sum_kernel<scalar_t, V, offset_t, false>, rows, src, out, sorted);
     if (atomics_if_unsorted) {
-      if constexpr (kAtomicsIfUnsorted<scalar_t>) {  // acc_t is scalar_t: straight into out
+      if constexpr (kOwnAtomicType<scalar_t>) {  // acc_t is scalar_t: straight into out
         const IfSet<offset_t> unsorted{flags};
         if (!p.accumulate) {
           core::launch_one_wave(zero_kernel<scalar_t, V, IfSet<offset_t>>, rows, out, rows, unsorted);
@@ -907,7 +920,7 @@ void scatter_sum_kernel_cuda(const ScatterProblem& p) {
     return;
   }
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::scatter_sum", [&] {
-    if (takes_atomic_rows(p)) {
+    if (takes_atomic_rows<scalar_t>(p)) {
       atomic_rows<scalar_t>(p);
     } else if (p.index_1d && p.inner > 1 && p.E <= std::numeric_limits<int32_t>::max()) {
       csr_sum<scalar_t, int32_t>(p);

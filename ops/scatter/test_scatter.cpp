@@ -552,8 +552,8 @@ TEST(ScatterSumCuda, MatchesCpu) {
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
     for (bool sorted : {false, true}) {
       // Rows of 33 values go to the atomic rows with 1000 entries and to the
-      // CSR with 70000 (more than 2^21 elements); float rows of 16 values past
-      // 2^21 elements too, which take the atomic rows there when unsorted.
+      // CSR with 70000 (more than 2^21 elements); rows of 16 values with 140000
+      // to the atomic rows in float and to the CSR in bfloat16.
       for (const auto& sizes : {std::vector<int64_t>{1000}, std::vector<int64_t>{1000, 33},
                                 std::vector<int64_t>{70000, 33}, std::vector<int64_t>{140000, 16}}) {
         for (bool index_1d : {true, false}) {

@@ -938,23 +938,35 @@ def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
 
 
 # --------------------------------------------------------------------------- CUDA paths
-# A 1-D index with rows of more than one value: up to ATOMIC_LIMIT source
+# A 1-D index with rows of more than one value: up to a limit of source
 # elements the CUDA kernel adds rows with atomics, above it it builds the CSR
-# (scatter_cuda.cu). TORCHPLUG_SCATTER_ATOMIC_LIMIT moves the line (read once
-# per process; scripts/gpu_check.sh runs this suite again with 0, so that
-# every small case here also takes the CSR).
+# (scatter_cuda.cu, takes_atomic_rows). The limit: NARROW_ATOMIC_LIMIT for rows
+# of at most 64 bytes in float32, float64, int32 or int64; HOT_ATOMIC_LIMIT for
+# wider rows of those types whose 16-byte (or narrower) column vectors divide a
+# warp of 32, e.g. 32 to 128 float32 values; ATOMIC_LIMIT, and at most a
+# sixteenth of it in entries, for the rest (float16, bfloat16, 8- and 16-bit
+# integers, rows such as 12 or 33 float32 values). TORCHPLUG_SCATTER_ATOMIC_LIMIT
+# replaces all three (read once per process; scripts/gpu_check.sh runs this
+# suite again with 0, so that every case here also takes the CSR).
+NARROW_ATOMIC_LIMIT = 2**26
+HOT_ATOMIC_LIMIT = 2**25
 ATOMIC_LIMIT = 2**21
 
 
-@pytest.mark.parametrize("elements", [ATOMIC_LIMIT, ATOMIC_LIMIT + 16], ids=["atomic", "csr"])
+# Rows of 16 values: narrow in float32, wide with hot rows in int64, neither in bfloat16.
+@pytest.mark.parametrize("side", ["atomic", "csr"])
 @pytest.mark.parametrize("dist", ["random", "sorted", "skewed", "all-equal"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize(
+    "dtype, limit",
+    [(torch.float32, NARROW_ATOMIC_LIMIT), (torch.int64, HOT_ATOMIC_LIMIT), (torch.bfloat16, ATOMIC_LIMIT)],
+    ids=["float32", "int64", "bfloat16"],
+)
 def test_cuda_either_side_of_the_atomic_limit(
-    elements: int, dist: str, dtype: torch.dtype, cuda_device: str
+    side: str, dist: str, dtype: torch.dtype, limit: int, cuda_device: str
 ) -> None:
     torch.manual_seed(25)
     F, N = 16, 3000
-    E = elements // F
+    E = limit // F + (side == "csr")
     src = make_src((E, F), dtype, cuda_device)
     index = make_index(E, N, cuda_device, dist)
     index[5::1001] = N  # out of range: skipped
@@ -996,20 +1008,30 @@ def _probe(E: int, limit: Optional[str], F: int = 16, N: int = 100, dtype: str =
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
 
 
+# About ten entries per output row keep float32's rounding within the probe's
+# tolerance.
 @pytest.mark.parametrize(
     "limit, E, F, N, dtype, csr",
     [
-        (None, ATOMIC_LIMIT // 16, 16, 100, "float32", False),
-        (None, ATOMIC_LIMIT // 16 + 1, 16, 100, "float32", True),
-        # Few elements but many entries: narrow rows past limit / 16 entries.
-        (None, ATOMIC_LIMIT // 16 + 1, 2, 100, "float32", True),
+        (None, NARROW_ATOMIC_LIMIT // 16, 16, NARROW_ATOMIC_LIMIT // 160, "float32", False),
+        (None, NARROW_ATOMIC_LIMIT // 16 + 1, 16, NARROW_ATOMIC_LIMIT // 160, "float32", True),
+        (None, HOT_ATOMIC_LIMIT // 64, 64, HOT_ATOMIC_LIMIT // 640, "float32", False),
+        (None, HOT_ATOMIC_LIMIT // 64 + 1, 64, HOT_ATOMIC_LIMIT // 640, "float32", True),
+        # Rows of 33, 5 and 12 values (33, 5 and 3 column vectors): no hot row.
+        (None, ATOMIC_LIMIT // 33, 33, 6000, "float32", False),
+        (None, ATOMIC_LIMIT // 33 + 1, 33, 6000, "float32", True),
+        # Few elements but many entries: past a sixteenth of the limit.
+        (None, ATOMIC_LIMIT // 16 + 1, 5, 13000, "float32", True),
         ("0", 64, 16, 100, "float32", True),
-        (str(4 * ATOMIC_LIMIT), ATOMIC_LIMIT // 16 + 1, 16, 100, "float32", False),
+        (str(4 * ATOMIC_LIMIT), ATOMIC_LIMIT // 16 + 1, 12, 13000, "float32", False),
         # bfloat16 accumulates in a float copy of the output: bounded too.
         (None, 64, 16, 100, "bfloat16", False),
         (None, 64, 16, ATOMIC_LIMIT // 8, "bfloat16", True),
     ],
-    ids=["below", "above", "narrow-rows", "zero", "raised", "bf16", "bf16-large-output"],
+    ids=[
+        "narrow-below", "narrow-above", "hot-below", "hot-above", "below", "above",
+        "many-entries", "zero", "raised", "bf16", "bf16-large-output",
+    ],
 )
 def test_cuda_atomic_limit_picks_the_path(
     limit: Optional[str], E: int, F: int, N: int, dtype: str, csr: bool, cuda_device: str
@@ -1023,14 +1045,15 @@ def test_cuda_atomic_limit_picks_the_path(
         assert (extra < N * F * 4) == csr
 
 
-# Above the limit, rows of at most 64 bytes (float32 up to 16 values) take the
-# atomic rows when the counting pass finds the index unsorted, and never
-# allocate the 4-byte-per-entry permutation; wider rows do, sorted or not.
-# About ten entries per row keep float32's rounding within the probe's tolerance.
+# In the CSR (here at any size: limit 0), rows of at most 64 bytes (float32 up
+# to 16 values) take the atomic rows when the counting pass finds the index
+# unsorted, and never allocate the 4-byte-per-entry permutation; wider rows do,
+# sorted or not. About ten entries per row keep float32's rounding within the
+# probe's tolerance.
 @pytest.mark.parametrize("F, permutation", [(2, False), (16, False), (17, True), (32, True)])
 def test_cuda_narrow_rows_need_no_permutation(F: int, permutation: bool, cuda_device: str) -> None:
     E = ATOMIC_LIMIT // 2
-    result = _probe(E, None, F, E // 10)
+    result = _probe(E, "0", F, E // 10)
     assert result.returncode == 0, result.stderr
     extra = int(result.stdout.split()[-1])
     assert (extra >= 4 * E) == permutation
@@ -1040,11 +1063,13 @@ def test_cuda_narrow_rows_need_no_permutation(F: int, permutation: bool, cuda_de
 # warp's runs of that row in registers and add them once. With 4-byte values,
 # rows whose column vectors divide a warp (F = 2, 8, 16, 64 and 128: 1, 2, 4,
 # 16 and 32 vectors) take that path, the others (F = 5, 12) do not. "small"
-# takes the atomic rows at any width; "large", past the atomic limit, takes
-# them for rows of at most 64 bytes in float32, float64, int32 and int64, the
-# others keep the permutation. Two outer slices, so that the same row of
-# different slices is not one destination. Small integer values keep the sums
-# exact; the half types are rounded once.
+# takes the atomic rows at any width; "large", past a sixteenth of ATOMIC_LIMIT
+# in entries, takes them where a hot row applies in float32, float64, int32
+# and int64 (within their limits), and the CSR elsewhere: its atomic rows for
+# narrow rows with an unsorted index, the permutation for the others. Two
+# outer slices, so that the same row of different slices is not one
+# destination. Small integer values keep the sums exact; the half types are
+# rounded once.
 @pytest.mark.parametrize("F", [2, 5, 8, 12, 16, 64, 128])
 @pytest.mark.parametrize("size", ["small", "large"])
 @pytest.mark.parametrize(
@@ -1067,7 +1092,7 @@ def test_cuda_hub_row_in_random_order(F: int, size: str, dtype: torch.dtype, cud
 
 # A hub that moves every 4096 entries, half of them on it, in random order,
 # with enough entries that each warp of the CUDA atomic rows (one wave of
-# blocks past the atomic limit) takes several strides: a warp's hot row goes
+# blocks) takes several strides: a warp's hot row goes
 # cold and is let go (its sum added) for the next one. Two outer slices.
 # Small integer values keep the sums exact.
 @pytest.mark.parametrize(
@@ -1091,10 +1116,12 @@ def test_cuda_moving_hub_rows(dtype: torch.dtype, F: int, cuda_device: str) -> N
 
 
 # A sorted index but for one pair of neighbours, or for a value before the
-# first row, with narrow rows past the atomic limit: the CUDA probe that finds
-# most unsorted indices at once samples pairs, so where it misses, the counting
-# pass must still flag the index unsorted (and the atomic rows sum it; the
-# sorted segments would read every row's sources one position off).
+# first row, with narrow rows in the CSR (TORCHPLUG_SCATTER_ATOMIC_LIMIT=0, as
+# scripts/gpu_check.sh runs every CUDA case a second time; by default this
+# size takes the atomic rows): the CUDA probe that finds most unsorted indices
+# at once samples pairs, so where it misses, the counting pass must still flag
+# the index unsorted (and the atomic rows sum it; the sorted segments would
+# read every row's sources one position off).
 @pytest.mark.parametrize("flaw", ["swap-first", "swap-middle", "swap-last", "out-of-range-first"])
 @pytest.mark.parametrize("F", [2, 16])
 def test_cuda_sorted_index_with_one_flaw(flaw: str, F: int, cuda_device: str) -> None:
