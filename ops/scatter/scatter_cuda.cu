@@ -249,6 +249,7 @@ class HotRow {
 // [column, column + V): each run of equal rows among them is one atomic, or
 // part of a warp's hot sum (HotRow). Whole warps step through the items
 // together, for HotRow's warp-wide votes and exchanges.
+static_assert(core::kThreadsPerBlock % 32 == 0);
 template <typename scalar_t, typename acc_t, int V, typename Gate>
 __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
                                    const int64_t* __restrict__ index, acc_t* __restrict__ acc,
@@ -706,9 +707,8 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
 
 // Rows of at most kAtomicRowBytes in a type whose atomic add is one instruction
 // and which is its own accumulator: the atomic rows add them straight into the
-// output with one (vector) atomic per run and column vector. 8- and 16-bit
-// integers (compare-and-swap atomics) and float16/bfloat16 (a float
-// accumulator of the output's size) are not narrow.
+// output with one (vector) atomic per run and column vector. float16 and
+// bfloat16 (a float accumulator of the output's size) are not narrow.
 constexpr int64_t kAtomicRowBytes = 64;
 
 template <typename scalar_t>
@@ -725,10 +725,11 @@ bool has_narrow_rows(const ScatterProblem& p) {
 // sums a narrow unsorted index with the same atomic rows. Where HotRow applies
 // (the row's column vectors divide a warp) and the type is its own
 // accumulator, the atomic rows won for every index measured, random, sorted
-// and with a hub: narrow rows up to 2^26 elements, rows of up to 128 floats up
-// to 2^25. Elsewhere a hub row gets one atomic per run, serialised, so the
-// limit of rows of 16 floats before HotRow stays: 2^21 elements and 2^17
-// entries; float16 and bfloat16 also bound the float copy of their output.
+// and with a hub: narrow rows up to 2^26 elements, wider ones up to 2^25
+// (measured: float32 rows of 2 to 128 values, float64 rows of 8). Elsewhere
+// the limit measured before HotRow stays, 2^21 elements and 2^17 entries:
+// where HotRow is off a hub row gets one atomic per run, serialised, and
+// float16 and bfloat16 accumulate in a float copy of the output, bounded too.
 // TORCHPLUG_SCATTER_ATOMIC_LIMIT replaces every limit (0: always the CSR),
 // which is how the tests reach the CSR with small inputs.
 constexpr int64_t kNarrowAtomicRowsLimit = int64_t{1} << 26;

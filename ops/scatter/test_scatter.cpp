@@ -553,9 +553,12 @@ TEST(ScatterSumCuda, MatchesCpu) {
     for (bool sorted : {false, true}) {
       // Rows of 33 values go to the atomic rows with 1000 entries and to the
       // CSR with 70000 (more than 2^21 elements); rows of 16 values with 140000
-      // to the atomic rows in float and to the CSR in bfloat16.
-      for (const auto& sizes : {std::vector<int64_t>{1000}, std::vector<int64_t>{1000, 33},
-                                std::vector<int64_t>{70000, 33}, std::vector<int64_t>{140000, 16}}) {
+      // to the atomic rows in float and to the CSR in bfloat16; rows of 12
+      // (three column vectors, no hot row) with 140000 to the CSR in both,
+      // whose narrow rows take the atomic rows there when unsorted.
+      for (const auto& sizes :
+           {std::vector<int64_t>{1000}, std::vector<int64_t>{1000, 33}, std::vector<int64_t>{70000, 33},
+            std::vector<int64_t>{140000, 16}, std::vector<int64_t>{140000, 12}}) {
         for (bool index_1d : {true, false}) {
           SCOPED_TRACE(std::string(c10::toString(dtype)) + (sorted ? " sorted" : " random") +
                        (index_1d ? " 1-D index " : " full index ") +

@@ -940,20 +940,21 @@ def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
 # --------------------------------------------------------------------------- CUDA paths
 # A 1-D index with rows of more than one value: up to a limit of source
 # elements the CUDA kernel adds rows with atomics, above it it builds the CSR
-# (scatter_cuda.cu, takes_atomic_rows). The limit: NARROW_ATOMIC_LIMIT for rows
-# of at most 64 bytes in float32, float64, int32 or int64; HOT_ATOMIC_LIMIT for
-# wider rows of those types whose 16-byte (or narrower) column vectors divide a
-# warp of 32, e.g. 32 to 128 float32 values; ATOMIC_LIMIT, and at most a
-# sixteenth of it in entries, for the rest (float16, bfloat16, 8- and 16-bit
-# integers, rows such as 12 or 33 float32 values). TORCHPLUG_SCATTER_ATOMIC_LIMIT
-# replaces all three (read once per process; scripts/gpu_check.sh runs this
-# suite again with 0, so that every case here also takes the CSR).
+# (scatter_cuda.cu, takes_atomic_rows). In float32, float64, int32 and int64,
+# rows whose column vectors (16 bytes, or narrower when the row or a pointer
+# is not aligned to it) divide a warp of 32, e.g. 2 to 128 float32 values: up
+# to NARROW_ATOMIC_LIMIT for rows of at most 64 bytes, HOT_ATOMIC_LIMIT for
+# wider ones. Otherwise (float16, bfloat16, rows such as 12 or 33 float32
+# values) up to ATOMIC_LIMIT and at most a sixteenth of it in entries.
+# TORCHPLUG_SCATTER_ATOMIC_LIMIT replaces all three (read once per process;
+# scripts/gpu_check.sh runs this suite again with 0, so that every case here
+# also takes the CSR).
 NARROW_ATOMIC_LIMIT = 2**26
 HOT_ATOMIC_LIMIT = 2**25
 ATOMIC_LIMIT = 2**21
 
 
-# Rows of 16 values: narrow in float32, wide with hot rows in int64, neither in bfloat16.
+# Rows of 16 values: narrow in float32, wider in int64, the last limit in bfloat16.
 @pytest.mark.parametrize("side", ["atomic", "csr"])
 @pytest.mark.parametrize("dist", ["random", "sorted", "skewed", "all-equal"])
 @pytest.mark.parametrize(
@@ -1065,8 +1066,9 @@ def test_cuda_narrow_rows_need_no_permutation(F: int, permutation: bool, cuda_de
 # 16 and 32 vectors) take that path, the others (F = 5, 12) do not. "small"
 # takes the atomic rows at any width; "large", past a sixteenth of ATOMIC_LIMIT
 # in entries, takes them where a hot row applies in float32, float64, int32
-# and int64 (within their limits), and the CSR elsewhere: its atomic rows for
-# narrow rows with an unsorted index, the permutation for the others. Two
+# and int64 (F = 2, 8, 16, 64; F = 128 is past the limit of wider rows), and
+# the CSR elsewhere: its atomic rows for narrow rows with an unsorted index,
+# the permutation for the others. Two
 # outer slices, so that the same row of different slices is not one
 # destination. Small integer values keep the sums exact; the half types are
 # rounded once.
@@ -1116,14 +1118,14 @@ def test_cuda_moving_hub_rows(dtype: torch.dtype, F: int, cuda_device: str) -> N
 
 
 # A sorted index but for one pair of neighbours, or for a value before the
-# first row, with narrow rows in the CSR (TORCHPLUG_SCATTER_ATOMIC_LIMIT=0, as
-# scripts/gpu_check.sh runs every CUDA case a second time; by default this
-# size takes the atomic rows): the CUDA probe that finds most unsorted indices
+# first row, with narrow rows in the CSR (rows of 6 and 12 float32 values, three
+# column vectors and no hot row, keep the limit of 2^17 entries): the CUDA
+# probe that finds most unsorted indices
 # at once samples pairs, so where it misses, the counting pass must still flag
 # the index unsorted (and the atomic rows sum it; the sorted segments would
 # read every row's sources one position off).
 @pytest.mark.parametrize("flaw", ["swap-first", "swap-middle", "swap-last", "out-of-range-first"])
-@pytest.mark.parametrize("F", [2, 16])
+@pytest.mark.parametrize("F", [6, 12])
 def test_cuda_sorted_index_with_one_flaw(flaw: str, F: int, cuda_device: str) -> None:
     torch.manual_seed(28)
     E = ATOMIC_LIMIT // 4 + 1

@@ -69,14 +69,15 @@ def test_out_of_range_skipped_and_context_survives(checks_off, F: int, order: st
 
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
 @pytest.mark.parametrize("E", [5000, 300_000], ids=["small", "large"])
-@pytest.mark.parametrize("F", [8, 32], ids=["narrow", "wide"])
+@pytest.mark.parametrize("F", [8, 12, 32], ids=["narrow", "no-hot-row", "wide"])
 def test_1d_index_path_never_synchronises(checks_off, order: str, E: int, F: int) -> None:
     # With dim_size given and checked mode off, a 1-D index with rows of
-    # several values never waits: the atomic rows (by default every case here)
-    # are one launch; the CSR (under TORCHPLUG_SCATTER_ATOMIC_LIMIT=0, as
-    # scripts/gpu_check.sh runs this file a second time) queues every kernel
-    # and picks on the device: sorted or not (narrow rows: the atomic rows when
-    # not), a row past 1024 sources or not. Any synchronisation raises here.
+    # several values never waits: the atomic rows (by default every case here
+    # but the large one of rows of 12) are one launch; the CSR (and every case
+    # under TORCHPLUG_SCATTER_ATOMIC_LIMIT=0, as scripts/gpu_check.sh runs this
+    # file a second time) queues every kernel and picks on the device: sorted
+    # or not (narrow rows: the atomic rows when not), a row past 1024 sources
+    # or not. Any synchronisation raises here.
     torch.manual_seed(4)
     index = torch.randint(0, 100, (E,), device="cuda")
     index[: 2 * E // 5] = 3
