@@ -11,7 +11,7 @@ import torchplug
 def scatter_paths() -> None:
     torch.manual_seed(0)
     E, N = 3000, 200
-    for F in (1, 4, 16, 64):
+    for F in (1, 4, 16, 64, 256):
         for order in ("random", "sorted"):
             for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int64):
                 src = (torch.randn(E, F, device="cuda") * 10).to(dtype)

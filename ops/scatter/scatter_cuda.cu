@@ -3,11 +3,12 @@
 //
 // Which kernel runs:
 //   1-D index, inner > 1, small (takes_atomic_rows: by default at most 2^21
-//       to 2^26 source elements, by row width and type) -> atomic rows: a
-//       wave of threads steps through (outer, kAtomicRowsUnroll consecutive
-//       entries, column vector) items and adds each run of equal rows with one
-//       (vector) atomic, a warp's runs of one hot row summed in registers
-//       first. One launch, where the CSR below takes ten.
+//       source elements, or 128 or 256 MiB of source, by row width and
+//       type) -> atomic rows: a wave of threads steps through (outer,
+//       kAtomicRowsUnroll consecutive entries, column vector) items and adds
+//       each run of equal rows with one (vector) atomic, a warp's runs of one
+//       hot row summed in registers first. One launch, where the CSR below
+//       takes ten.
 //   1-D index, inner > 1, larger -> CSR, with no host synchronisation (with dim_size
 //       given and checked mode off, the whole call): each choice below is made
 //       on the device, by kernels that read a flag an earlier one wrote and
@@ -173,16 +174,32 @@ __device__ __forceinline__ int64_t most_common_key(int64_t key, int lane) {
 // run of the key (and at the first call) the warp takes the key most of its
 // lanes hold in this call, so that it settles on a hub at once; a random index
 // pays a vote per call of add() and, every kHotRowPatience + 1 calls, a new key
-// and the flush of the one run it took. Lane l holds column l % vectors at every
-// call; rows whose vector count does not divide 32 do without (every run gets
-// its own atomic).
+// and the flush of the one run it took. A lane must hold one column at every
+// call (hot_row_applies); other rows do without (every run gets its own atomic).
 constexpr int kHotRowPatience = 8;
+
+// Whether rows of `vectors` column vectors keep each lane of a wave on one
+// column: the grid-stride step, whole blocks, is then a multiple of `vectors`,
+// and a warp's lanes either repeat the row's columns (vectors divides 32) or
+// each hold a different one of the same row (32 divides vectors).
+static_assert(core::kThreadsPerBlock % 32 == 0 &&
+              (core::kThreadsPerBlock & (core::kThreadsPerBlock - 1)) == 0,
+              "blocks of whole warps, a power of two");
+__host__ __device__ constexpr bool hot_row_applies(int64_t vectors) {
+  return core::kThreadsPerBlock % vectors == 0;
+}
 
 template <int V, typename acc_t>
 class HotRow {
  public:
-  __device__ HotRow(acc_t* acc, int64_t inner, int64_t vectors, int lane)
-      : acc_(acc), inner_(inner), vectors_(vectors), lane_(lane), enabled_(32 % vectors == 0) {
+  // `column`: this lane's, the same at every call when hot_row_applies.
+  __device__ HotRow(acc_t* acc, int64_t inner, int64_t vectors, int64_t column, int lane)
+      : acc_(acc),
+        inner_(inner),
+        vectors_(vectors),
+        column_(column),
+        lane_(lane),
+        enabled_(hot_row_applies(vectors)) {
     clear();
   }
 
@@ -214,7 +231,7 @@ class HotRow {
   }
 
   // Adds the hot sum: the lanes of each column add theirs together, and the
-  // warp's first `vectors` lanes issue the atomics. Every lane calls it.
+  // warp's first min(vectors, 32) lanes issue the atomics. Every lane calls it.
   __device__ void flush() {
     if (!pending_) return;
 #pragma unroll
@@ -223,7 +240,7 @@ class HotRow {
         sum_[k] += __shfl_xor_sync(kFullMask, sum_[k], offset);
       }
     }
-    if (lane_ < vectors_) core::atomic_add_vector(acc_ + key_ * inner_ + lane_ * V, sum_);
+    if (lane_ < vectors_) core::atomic_add_vector(acc_ + key_ * inner_ + column_, sum_);
     clear();
   }
 
@@ -236,7 +253,7 @@ class HotRow {
   }
 
   acc_t* acc_;
-  int64_t inner_, vectors_;
+  int64_t inner_, vectors_, column_;
   int lane_;
   bool enabled_;
   int64_t key_ = -1;
@@ -249,7 +266,6 @@ class HotRow {
 // [column, column + V): each run of equal rows among them is one atomic, or
 // part of a warp's hot sum (HotRow). Whole warps step through the items
 // together, for HotRow's warp-wide votes and exchanges.
-static_assert(core::kThreadsPerBlock % 32 == 0);
 template <typename scalar_t, typename acc_t, int V, typename Gate>
 __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
                                    const int64_t* __restrict__ index, acc_t* __restrict__ acc,
@@ -259,9 +275,9 @@ __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
   const int64_t vectors = inner / V;
   const int lane = threadIdx.x % 32;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  HotRow<V, acc_t> hot(acc, inner, vectors, lane);
-  for (int64_t warp_first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x - lane;
-       warp_first < items; warp_first += stride) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  HotRow<V, acc_t> hot(acc, inner, vectors, thread % vectors * V, lane);
+  for (int64_t warp_first = thread - lane; warp_first < items; warp_first += stride) {
     const int64_t t = warp_first + lane;
     const int64_t column = t % vectors * V;
     const int64_t group = t / vectors;
@@ -690,18 +706,53 @@ int vector_width(int64_t inner, std::initializer_list<const void*> pointers) {
 }
 
 template <int... Widths, typename Body>
-void with_width(int width, Body body) {
+void for_width(int width, Body body) {
   ((width == Widths ? (body(std::integral_constant<int, Widths>{}), true) : false) || ...);
+}
+
+// Launches kernel<V> for V = width, one that vector_width<scalar_t> may return.
+template <typename scalar_t, typename Launch>
+void with_width(int width, Launch launch) {
+  for_width<16, 8, 4, 2, 1>(width, [&](auto w) {
+    constexpr int V = decltype(w)::value;
+    if constexpr (V <= core::kVectorWidth<scalar_t>) launch(w);
+  });
 }
 
 // Launches kernel<V> with the widest V (16 bytes at most) that divides inner
 // and keeps every pointer aligned.
 template <typename scalar_t, typename Launch>
 void with_vector_width(int64_t inner, std::initializer_list<const void*> pointers, Launch launch) {
-  const int width = vector_width<scalar_t>(inner, pointers);
-  with_width<16, 8, 4, 2, 1>(width, [&](auto w) {
+  with_width<scalar_t>(vector_width<scalar_t>(inner, pointers), launch);
+}
+
+// The atomic rows' column vector: vector_width where the accumulator is float,
+// whose vectors are one atomic each (sm_90); one value for the other types. Their
+// V values would be V scalar atomics, each a warp instruction over every V-th
+// column, where lanes on consecutive columns make one L2 request per sector
+// (float64 rows of 8 with a random index on the H200: 0.69x `scatter_add_` at
+// V = 2, 1.03x at V = 1; docs/benchmarks.md).
+template <typename scalar_t>
+int atomic_rows_width(int64_t inner, std::initializer_list<const void*> pointers) {
+  if constexpr (std::is_same_v<at::opmath_type<scalar_t>, float>) {
+    return vector_width<scalar_t>(inner, pointers);
+  } else {
+    return 1;
+  }
+}
+
+// Queues the atomic rows of p into acc (the output, or a float accumulator of
+// it), in one wave: a warp that steps through many items keeps a hub as its
+// hot row.
+template <typename scalar_t, typename acc_t, typename Gate>
+void launch_atomic_rows(const ScatterProblem& p, const scalar_t* src, acc_t* acc, Gate has_work) {
+  const int64_t groups = at::ceil_div<int64_t>(p.E, kAtomicRowsUnroll);
+  with_width<scalar_t>(atomic_rows_width<scalar_t>(p.inner, {src, acc}), [&](auto w) {
     constexpr int V = decltype(w)::value;
-    if constexpr (V <= core::kVectorWidth<scalar_t>) launch(w);
+    const int64_t items = p.outer * groups * (p.inner / V);
+    core::launch_one_wave(atomic_rows_kernel<scalar_t, acc_t, V, Gate>, items, src,
+                          p.index.const_data_ptr<int64_t>(), acc, p.E, p.inner, p.N, groups,
+                          items, has_work);
   });
 }
 
@@ -720,20 +771,27 @@ bool has_narrow_rows(const ScatterProblem& p) {
   return kOwnAtomicType<scalar_t> && p.inner * static_cast<int64_t>(sizeof(scalar_t)) <= kAtomicRowBytes;
 }
 
-// Up to how many source elements the atomic rows beat the CSR, on one H200
+// Up to how large a source the atomic rows beat the CSR, on one H200
 // (docs/benchmarks.md). The CSR's fixed cost is tens of microseconds, and it
 // sums a narrow unsorted index with the same atomic rows. Where HotRow applies
-// (the row's column vectors divide a warp) and the type is its own
-// accumulator, the atomic rows won for every index measured, random, sorted
-// and with a hub: narrow rows up to 2^26 elements, wider ones up to 2^25
-// (measured: float32 rows of 2 to 128 values, float64 rows of 8). Elsewhere
-// the limit measured before HotRow stays, 2^21 elements and 2^17 entries:
-// where HotRow is off a hub row gets one atomic per run, serialised, and
-// float16 and bfloat16 accumulate in a float copy of the output, bounded too.
-// TORCHPLUG_SCATTER_ATOMIC_LIMIT replaces every limit (0: always the CSR),
-// which is how the tests reach the CSR with small inputs.
-constexpr int64_t kNarrowAtomicRowsLimit = int64_t{1} << 26;
-constexpr int64_t kHotAtomicRowsLimit = int64_t{1} << 25;
+// (hot_row_applies) and the type is its own accumulator, they won with a
+// random or hub index up to 128 MiB of source (2^25 float32 values) in every
+// type and width measured (float32 rows of 2 to 1024 values, float64 rows of
+// 2 to 256, int32 rows of 16, int64 rows of 8 and 16), but for float32 rows of
+// 512 and 1024 with a random index at 128 MiB (0.94-1.43x over two runs); and
+// with a sorted one too, but for narrow rows in the types added one value per
+// lane (int32 rows of 16 0.85x at 64 MiB), whose segments the CSR reads at
+// copy speed. Narrow float32 rows, added as vectors, won with every index up
+// to 256 MiB. The limits are in bytes: float64 rows of 64 and 256 values lost
+// at 256 MiB with a random or sorted index (0.62-0.75x).
+// Elsewhere the limit measured before HotRow stays, 2^21 elements and 2^17
+// entries: where HotRow is off a hub row gets one atomic per run, serialised,
+// and float16 and bfloat16 accumulate in a float copy of the output, bounded
+// too. TORCHPLUG_SCATTER_ATOMIC_LIMIT, in source elements, replaces every
+// limit (0: always the CSR), which is how the tests reach the CSR with small
+// inputs.
+constexpr int64_t kNarrowAtomicRowsBytes = int64_t{1} << 28;
+constexpr int64_t kHotAtomicRowsBytes = int64_t{1} << 27;
 constexpr int64_t kAtomicRowsLimit = int64_t{1} << 21;
 
 std::optional<int64_t> atomic_rows_limit_override() {
@@ -758,9 +816,11 @@ bool takes_atomic_rows(const ScatterProblem& p) {
     return elements <= *limit && (kOwnAtomicType<scalar_t> || p.out.numel() <= *limit);
   }
   if constexpr (kOwnAtomicType<scalar_t>) {
-    const int width = vector_width<scalar_t>(p.inner, {p.src.const_data_ptr(), p.out.const_data_ptr()});
-    if (32 % (p.inner / width) == 0) {
-      return elements <= (has_narrow_rows<scalar_t>(p) ? kNarrowAtomicRowsLimit : kHotAtomicRowsLimit);
+    const int width = atomic_rows_width<scalar_t>(p.inner, {p.src.const_data_ptr(), p.out.const_data_ptr()});
+    if (hot_row_applies(p.inner / width)) {
+      const int64_t bytes = elements * static_cast<int64_t>(sizeof(scalar_t));
+      const bool narrow_vectors = std::is_same_v<scalar_t, float> && has_narrow_rows<scalar_t>(p);
+      return bytes <= (narrow_vectors ? kNarrowAtomicRowsBytes : kHotAtomicRowsBytes);
     }
   }
   return elements <= kAtomicRowsLimit && p.E <= kAtomicRowsLimit / 16 &&
@@ -837,10 +897,7 @@ void csr_sum(const ScatterProblem& p) {
         if (!p.accumulate) {
           core::launch_one_wave(zero_kernel<scalar_t, V, IfSet<offset_t>>, rows, out, rows, unsorted);
         }
-        const int64_t groups = at::ceil_div<int64_t>(p.E, kAtomicRowsUnroll);
-        const int64_t items = p.outer * groups * vectors;
-        core::launch_one_wave(atomic_rows_kernel<scalar_t, acc_t, V, IfSet<offset_t>>, items, src,
-                              index, out, p.E, p.inner, p.N, groups, items, unsorted);
+        launch_atomic_rows<scalar_t>(p, src, out, unsorted);
       }
     } else {
       Segments<scalar_t, offset_t> permuted = sorted;
@@ -877,19 +934,12 @@ void with_accumulator(const ScatterProblem& p, Body body) {
 template <typename scalar_t>
 void atomic_rows(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t groups = at::ceil_div<int64_t>(p.E, kAtomicRowsUnroll);
-  with_accumulator<scalar_t>(p, [&](const scalar_t* src, const int64_t* index, acc_t* acc) {
+  with_accumulator<scalar_t>(p, [&](const scalar_t* src, const int64_t*, acc_t* acc) {
     // Alignment is checked in src's element size: enough for acc when it is
     // the output itself; a float accumulator of float16 or bfloat16 is a fresh
     // allocation, aligned for any vector atomic.
     TORCH_INTERNAL_ASSERT((std::is_same_v<acc_t, scalar_t> || core::is_aligned(acc, 16)));
-    with_vector_width<scalar_t>(p.inner, {src, acc}, [&](auto w) {
-      constexpr int V = decltype(w)::value;
-      const int64_t items = p.outer * groups * (p.inner / V);
-      // One wave: a warp that steps through many items keeps a hub as its hot row.
-      core::launch_one_wave(atomic_rows_kernel<scalar_t, acc_t, V, Always>, items, src, index,
-                            acc, p.E, p.inner, p.N, groups, items, Always{});
-    });
+    launch_atomic_rows<scalar_t>(p, src, acc, Always{});
   });
 }
 

@@ -555,10 +555,13 @@ TEST(ScatterSumCuda, MatchesCpu) {
       // CSR with 70000 (more than 2^21 elements); rows of 16 values with 140000
       // to the atomic rows in float and to the CSR in bfloat16; rows of 12
       // (three column vectors, no hot row) with 140000 to the CSR in both,
-      // whose narrow rows take the atomic rows there when unsorted.
+      // whose narrow rows take the atomic rows there when unsorted; rows of 256
+      // (64 column vectors in float, each lane of a warp on its own) to the
+      // atomic rows.
       for (const auto& sizes :
            {std::vector<int64_t>{1000}, std::vector<int64_t>{1000, 33}, std::vector<int64_t>{70000, 33},
-            std::vector<int64_t>{140000, 16}, std::vector<int64_t>{140000, 12}}) {
+            std::vector<int64_t>{140000, 16}, std::vector<int64_t>{140000, 12},
+            std::vector<int64_t>{3000, 256}}) {
         for (bool index_1d : {true, false}) {
           SCOPED_TRACE(std::string(c10::toString(dtype)) + (sorted ? " sorted" : " random") +
                        (index_1d ? " 1-D index " : " full index ") +

@@ -941,17 +941,22 @@ def test_cuda_out_of_range_index_is_dropped(cuda_device: str) -> None:
 # A 1-D index with rows of more than one value: up to a limit of source
 # elements the CUDA kernel adds rows with atomics, above it it builds the CSR
 # (scatter_cuda.cu, takes_atomic_rows). In float32, float64, int32 and int64,
-# rows whose column vectors (16 bytes, or narrower when the row or a pointer
-# is not aligned to it) divide a warp of 32, e.g. 2 to 128 float32 values: up
-# to NARROW_ATOMIC_LIMIT for rows of at most 64 bytes, HOT_ATOMIC_LIMIT for
-# wider ones. Otherwise (float16, bfloat16, rows such as 12 or 33 float32
-# values) up to ATOMIC_LIMIT and at most a sixteenth of it in entries.
-# TORCHPLUG_SCATTER_ATOMIC_LIMIT replaces all three (read once per process;
-# scripts/gpu_check.sh runs this suite again with 0, so that every case here
-# also takes the CSR).
-NARROW_ATOMIC_LIMIT = 2**26
-HOT_ATOMIC_LIMIT = 2**25
+# rows whose count of column vectors divides a block of 256 threads (float32
+# vectors of 4 values, or fewer when the row or a pointer is not aligned to
+# 16 bytes; one value in the other types), e.g. float32 rows of 2, 4, 8, ...,
+# 1024 values or float64 rows of 2, 4, ..., 256: up to NARROW_ATOMIC_BYTES of
+# source for float32 rows of at most 64 bytes, HOT_ATOMIC_BYTES for the
+# others. Otherwise (float16, bfloat16, rows such as 12, 33 or 384 float32 values, or
+# 20 float64 values) up to ATOMIC_LIMIT source elements and at most a
+# sixteenth of it in entries. TORCHPLUG_SCATTER_ATOMIC_LIMIT, in elements,
+# replaces all three (read once per process; scripts/gpu_check.sh runs this
+# suite again with 0, so that every case here also takes the CSR).
+NARROW_ATOMIC_BYTES = 2**28
+HOT_ATOMIC_BYTES = 2**27
 ATOMIC_LIMIT = 2**21
+# The first two in float32 elements.
+NARROW_ATOMIC_LIMIT = NARROW_ATOMIC_BYTES // 4
+HOT_ATOMIC_LIMIT = HOT_ATOMIC_BYTES // 4
 
 
 # Rows of 16 values: narrow in float32, wider in int64, the last limit in bfloat16.
@@ -959,7 +964,11 @@ ATOMIC_LIMIT = 2**21
 @pytest.mark.parametrize("dist", ["random", "sorted", "skewed", "all-equal"])
 @pytest.mark.parametrize(
     "dtype, limit",
-    [(torch.float32, NARROW_ATOMIC_LIMIT), (torch.int64, HOT_ATOMIC_LIMIT), (torch.bfloat16, ATOMIC_LIMIT)],
+    [
+        (torch.float32, NARROW_ATOMIC_LIMIT),
+        (torch.int64, HOT_ATOMIC_BYTES // 8),
+        (torch.bfloat16, ATOMIC_LIMIT),
+    ],
     ids=["float32", "int64", "bfloat16"],
 )
 def test_cuda_either_side_of_the_atomic_limit(
@@ -1018,6 +1027,13 @@ def _probe(E: int, limit: Optional[str], F: int = 16, N: int = 100, dtype: str =
         (None, NARROW_ATOMIC_LIMIT // 16 + 1, 16, NARROW_ATOMIC_LIMIT // 160, "float32", True),
         (None, HOT_ATOMIC_LIMIT // 64, 64, HOT_ATOMIC_LIMIT // 640, "float32", False),
         (None, HOT_ATOMIC_LIMIT // 64 + 1, 64, HOT_ATOMIC_LIMIT // 640, "float32", True),
+        (None, HOT_ATOMIC_LIMIT // 256, 256, HOT_ATOMIC_LIMIT // 2560, "float32", False),
+        (None, HOT_ATOMIC_LIMIT // 256 + 1, 256, HOT_ATOMIC_LIMIT // 2560, "float32", True),
+        (None, HOT_ATOMIC_BYTES // 8 // 64, 64, HOT_ATOMIC_BYTES // 8 // 640, "float64", False),
+        (None, HOT_ATOMIC_BYTES // 8 // 64 + 1, 64, HOT_ATOMIC_BYTES // 8 // 640, "float64", True),
+        # Narrow float64 rows keep the limit of wider ones.
+        (None, HOT_ATOMIC_BYTES // 8 // 8, 8, HOT_ATOMIC_BYTES // 8 // 80, "float64", False),
+        (None, HOT_ATOMIC_BYTES // 8 // 8 + 1, 8, HOT_ATOMIC_BYTES // 8 // 80, "float64", True),
         # Rows of 33, 5 and 12 values (33, 5 and 3 column vectors): no hot row.
         (None, ATOMIC_LIMIT // 33, 33, 6000, "float32", False),
         (None, ATOMIC_LIMIT // 33 + 1, 33, 6000, "float32", True),
@@ -1025,13 +1041,18 @@ def _probe(E: int, limit: Optional[str], F: int = 16, N: int = 100, dtype: str =
         (None, ATOMIC_LIMIT // 16 + 1, 5, 13000, "float32", True),
         ("0", 64, 16, 100, "float32", True),
         (str(4 * ATOMIC_LIMIT), ATOMIC_LIMIT // 16 + 1, 12, 13000, "float32", False),
+        # float64 rows of 20 (20 column vectors of one value): no hot row.
+        (None, ATOMIC_LIMIT // 20, 20, 6000, "float64", False),
+        (None, ATOMIC_LIMIT // 20 + 1, 20, 6000, "float64", True),
         # bfloat16 accumulates in a float copy of the output: bounded too.
         (None, 64, 16, 100, "bfloat16", False),
         (None, 64, 16, ATOMIC_LIMIT // 8, "bfloat16", True),
     ],
     ids=[
-        "narrow-below", "narrow-above", "hot-below", "hot-above", "below", "above",
-        "many-entries", "zero", "raised", "bf16", "bf16-large-output",
+        "narrow-below", "narrow-above", "hot-below", "hot-above", "wide-hot-below",
+        "wide-hot-above", "f64-hot-below", "f64-hot-above", "f64-narrow-below",
+        "f64-narrow-above", "below", "above",
+        "many-entries", "zero", "raised", "f64-below", "f64-above", "bf16", "bf16-large-output",
     ],
 )
 def test_cuda_atomic_limit_picks_the_path(
@@ -1040,7 +1061,7 @@ def test_cuda_atomic_limit_picks_the_path(
     result = _probe(E, limit, F, N, dtype)
     assert result.returncode == 0, result.stderr
     extra = int(result.stdout.split()[-1])
-    if dtype == "float32":
+    if dtype in ("float32", "float64"):
         assert (extra > 0) == csr
     else:  # the atomic rows hold a float copy of the output, the CSR less here
         assert (extra < N * F * 4) == csr
@@ -1061,18 +1082,21 @@ def test_cuda_narrow_rows_need_no_permutation(F: int, permutation: bool, cuda_de
 
 
 # Half of the entries on one row, in random order: the CUDA atomic rows sum a
-# warp's runs of that row in registers and add them once. With 4-byte values,
-# rows whose column vectors divide a warp (F = 2, 8, 16, 64 and 128: 1, 2, 4,
-# 16 and 32 vectors) take that path, the others (F = 5, 12) do not. "small"
-# takes the atomic rows at any width; "large", past a sixteenth of ATOMIC_LIMIT
-# in entries, takes them where a hot row applies in float32, float64, int32
-# and int64 (F = 2, 8, 16, 64; F = 128 is past the limit of wider rows), and
+# warp's runs of that row in registers and add them once, where the row's
+# count of column vectors divides a block: F = 2, 8, 16, 64, 128 and 256 (in
+# float32 1, 2, 4, 16, 32 and 64 vectors of up to 4 values; one value per
+# vector in float64, int32 and int64, where F = 64 to 256 give each lane of a
+# warp its own column of one row), not F = 5 or 12. "small" takes the atomic
+# rows at any width; "large", past a sixteenth of ATOMIC_LIMIT in entries,
+# takes them where a hot row applies in float32, float64, int32 and int64
+# (F = 2, 8, 16 and, in 4-byte types, 64; the others are past the limit of
+# wider rows), and
 # the CSR elsewhere: its atomic rows for narrow rows with an unsorted index,
 # the permutation for the others. Two
 # outer slices, so that the same row of different slices is not one
 # destination. Small integer values keep the sums exact; the half types are
 # rounded once.
-@pytest.mark.parametrize("F", [2, 5, 8, 12, 16, 64, 128])
+@pytest.mark.parametrize("F", [2, 5, 8, 12, 16, 64, 128, 256])
 @pytest.mark.parametrize("size", ["small", "large"])
 @pytest.mark.parametrize(
     "dtype",
@@ -1095,16 +1119,24 @@ def test_cuda_hub_row_in_random_order(F: int, size: str, dtype: torch.dtype, cud
 # A hub that moves every 4096 entries, half of them on it, in random order,
 # with enough entries that each warp of the CUDA atomic rows (one wave of
 # blocks) takes several strides: a warp's hot row goes
-# cold and is let go (its sum added) for the next one. Two outer slices.
+# cold and is let go (its sum added) for the next one. Two outer slices; rows
+# of 256 float32 and 64 float64 values put each lane on a column of its own.
 # Small integer values keep the sums exact.
 @pytest.mark.parametrize(
-    "dtype, F",
-    [(torch.float32, 2), (torch.float32, 16), (torch.float64, 4), (torch.int64, 8)],
-    ids=["float32-2", "float32-16", "float64-4", "int64-8"],
+    "dtype, F, E",
+    [
+        (torch.float32, 2, 1 << 21),
+        (torch.float32, 16, 1 << 21),
+        (torch.float64, 4, 1 << 21),
+        (torch.int64, 8, 1 << 21),
+        (torch.float32, 256, 1 << 16),
+        (torch.float64, 64, 1 << 16),
+    ],
+    ids=["float32-2", "float32-16", "float64-4", "int64-8", "float32-256", "float64-64"],
 )
-def test_cuda_moving_hub_rows(dtype: torch.dtype, F: int, cuda_device: str) -> None:
+def test_cuda_moving_hub_rows(dtype: torch.dtype, F: int, E: int, cuda_device: str) -> None:
     torch.manual_seed(29)
-    E, N = 1 << 21, 50_000
+    N = 50_000
     index = torch.randint(0, N, (E,))
     hub = torch.arange(E) // 4096 % 7 * 13
     on_hub = torch.rand(E) < 0.5
