@@ -710,12 +710,13 @@ void for_width(int width, Body body) {
   ((width == Widths ? (body(std::integral_constant<int, Widths>{}), true) : false) || ...);
 }
 
-// Launches kernel<V> for V = width, one that vector_width<scalar_t> may return.
-template <typename scalar_t, typename Launch>
+// Launches kernel<V> for V = width, a power of two up to kMaxWidth; only those
+// widths are compiled.
+template <typename scalar_t, int kMaxWidth = core::kVectorWidth<scalar_t>, typename Launch>
 void with_width(int width, Launch launch) {
   for_width<16, 8, 4, 2, 1>(width, [&](auto w) {
     constexpr int V = decltype(w)::value;
-    if constexpr (V <= core::kVectorWidth<scalar_t>) launch(w);
+    if constexpr (V <= kMaxWidth) launch(w);
   });
 }
 
@@ -727,18 +728,19 @@ void with_vector_width(int64_t inner, std::initializer_list<const void*> pointer
 }
 
 // The atomic rows' column vector: vector_width where the accumulator is float,
-// whose vectors are one atomic each (sm_90); one value for the other types. Their
-// V values would be V scalar atomics, each a warp instruction over every V-th
-// column, where lanes on consecutive columns make one L2 request per sector
-// (float64 rows of 8 with a random index on the H200: 0.69x `scatter_add_` at
-// V = 2, 1.03x at V = 1; docs/benchmarks.md).
+// whose 16-byte vectors are one atomic each (sm_90; float16 and bfloat16 add
+// 8 values as two); one value for the other types. Their V values would be V
+// scalar atomics, each a warp instruction over every V-th column, where lanes
+// on consecutive columns make one L2 request per sector (float64 rows of 8
+// with a random index on the H200: 0.69x `scatter_add_` at V = 2, 1.03x at
+// V = 1; docs/benchmarks.md).
+template <typename scalar_t>
+constexpr int kAtomicRowsMaxWidth =
+    std::is_same_v<at::opmath_type<scalar_t>, float> ? core::kVectorWidth<scalar_t> : 1;
+
 template <typename scalar_t>
 int atomic_rows_width(int64_t inner, std::initializer_list<const void*> pointers) {
-  if constexpr (std::is_same_v<at::opmath_type<scalar_t>, float>) {
-    return vector_width<scalar_t>(inner, pointers);
-  } else {
-    return 1;
-  }
+  return kAtomicRowsMaxWidth<scalar_t> > 1 ? vector_width<scalar_t>(inner, pointers) : 1;
 }
 
 // Queues the atomic rows of p into acc (the output, or a float accumulator of
@@ -747,7 +749,8 @@ int atomic_rows_width(int64_t inner, std::initializer_list<const void*> pointers
 template <typename scalar_t, typename acc_t, typename Gate>
 void launch_atomic_rows(const ScatterProblem& p, const scalar_t* src, acc_t* acc, Gate has_work) {
   const int64_t groups = at::ceil_div<int64_t>(p.E, kAtomicRowsUnroll);
-  with_width<scalar_t>(atomic_rows_width<scalar_t>(p.inner, {src, acc}), [&](auto w) {
+  const int width = atomic_rows_width<scalar_t>(p.inner, {src, acc});
+  with_width<scalar_t, kAtomicRowsMaxWidth<scalar_t>>(width, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t items = p.outer * groups * (p.inner / V);
     core::launch_one_wave(atomic_rows_kernel<scalar_t, acc_t, V, Gate>, items, src,
@@ -774,22 +777,21 @@ bool has_narrow_rows(const ScatterProblem& p) {
 // Up to how large a source the atomic rows beat the CSR, on one H200
 // (docs/benchmarks.md). The CSR's fixed cost is tens of microseconds, and it
 // sums a narrow unsorted index with the same atomic rows. Where HotRow applies
-// (hot_row_applies) and the type is its own accumulator, they won with a
-// random or hub index up to 128 MiB of source (2^25 float32 values) in every
-// type and width measured (float32 rows of 2 to 1024 values, float64 rows of
-// 2 to 256, int32 rows of 16, int64 rows of 8 and 16), but for float32 rows of
-// 512 and 1024 with a random index at 128 MiB (0.94-1.43x over two runs); and
-// with a sorted one too, but for narrow rows in the types added one value per
-// lane (int32 rows of 16 0.85x at 64 MiB), whose segments the CSR reads at
-// copy speed. Narrow float32 rows, added as vectors, won with every index up
-// to 256 MiB. The limits are in bytes: float64 rows of 64 and 256 values lost
-// at 256 MiB with a random or sorted index (0.62-0.75x).
+// (hot_row_applies) and the type is its own accumulator, they won with a random
+// or hub index up to 128 MiB of source (2^25 float32 values) in every type and
+// width measured (float32 rows of 2 to 1024 values, float64 rows of 2 to 256,
+// int32 rows of 16, int64 rows of 8 and 16), but for float32 rows of 512 and
+// 1024 with a random index at 128 MiB (0.94-0.99x; rows of 1024 1.42x in a
+// second run); and with a sorted one too, but for narrow rows in the types
+// added one value per lane (int32 rows of 16 0.85x at 64 MiB), whose segments
+// the CSR reads at copy speed. Narrow float32 rows, added as vectors, won with
+// every index up to 256 MiB. The limits are in bytes: float64 rows of 64 and
+// 256 values lost at 256 MiB with a random or sorted index (0.62-0.75x).
 // Elsewhere the limit measured before HotRow stays, 2^21 elements and 2^17
 // entries: where HotRow is off a hub row gets one atomic per run, serialised,
 // and float16 and bfloat16 accumulate in a float copy of the output, bounded
-// too. TORCHPLUG_SCATTER_ATOMIC_LIMIT, in source elements, replaces every
-// limit (0: always the CSR), which is how the tests reach the CSR with small
-// inputs.
+// too. TORCHPLUG_SCATTER_ATOMIC_LIMIT, in source elements, replaces every limit
+// (0: always the CSR), which is how the tests reach the CSR with small inputs.
 constexpr int64_t kNarrowAtomicRowsBytes = int64_t{1} << 28;
 constexpr int64_t kHotAtomicRowsBytes = int64_t{1} << 27;
 constexpr int64_t kAtomicRowsLimit = int64_t{1} << 21;
@@ -819,7 +821,7 @@ bool takes_atomic_rows(const ScatterProblem& p) {
     const int width = atomic_rows_width<scalar_t>(p.inner, {p.src.const_data_ptr(), p.out.const_data_ptr()});
     if (hot_row_applies(p.inner / width)) {
       const int64_t bytes = elements * static_cast<int64_t>(sizeof(scalar_t));
-      const bool narrow_vectors = std::is_same_v<scalar_t, float> && has_narrow_rows<scalar_t>(p);
+      const bool narrow_vectors = width > 1 && has_narrow_rows<scalar_t>(p);  // float32 only
       return bytes <= (narrow_vectors ? kNarrowAtomicRowsBytes : kHotAtomicRowsBytes);
     }
   }

@@ -990,7 +990,7 @@ def test_cuda_either_side_of_the_atomic_limit(
 
 
 # Prints the bytes the call held beyond its output at its peak: none for the
-# atomic rows in float32, a float copy of the output in bfloat16; the
+# atomic rows in float32 and float64, a float copy of the output in bfloat16; the
 # offsets for the CSR, and the E-long permutation unless rows are narrow.
 _PATH_PROBE = """
 import torch, torchplug
