@@ -3,6 +3,7 @@
 // back to that input's dtype. Built from differentiable ops: double backward works.
 
 #include "add.h"
+#include "torchplug/core/autograd.h"
 
 #include <ATen/ExpandUtils.h>
 #include <torch/autograd.h>
@@ -44,6 +45,10 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
 };
 
 at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b) {
+  if (!core::records_grad(a, b)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return torchplug::add(a, b);
+  }
   return AddFunction::apply(a, b);
 }
 

@@ -246,6 +246,20 @@ def test_integer_inputs_not_differentiable(device: str) -> None:
     torch.testing.assert_close(g, torch.ones_like(b), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("grad_mode", ["enabled", "no_grad"])
+def test_graph_only_when_grad_is_recorded(grad_mode: str, device: str) -> None:
+    """Inputs that require grad get a node only where grad mode records one; the
+    sums are the same either way."""
+    torch.manual_seed(9)
+    a = make((3, 4), torch.float32, device).requires_grad_()
+    b = make((4,), torch.float32, device)
+    with torch.set_grad_enabled(grad_mode == "enabled"):
+        out = torchplug.add(a, b)
+    torch.testing.assert_close(out.detach(), a.detach() + b, rtol=0, atol=0)
+    assert out.requires_grad == (grad_mode == "enabled")
+    assert (out.grad_fn is not None) == (grad_mode == "enabled")
+
+
 def test_meta_shapes_and_dtype() -> None:
     a = torch.empty((4, 1, 5), dtype=torch.int32, device="meta")
     b = torch.empty((3, 1), dtype=torch.float16, device="meta")

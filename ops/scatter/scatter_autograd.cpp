@@ -7,6 +7,7 @@
 // src elements get a zero gradient, and backward never gathers out of bounds.
 
 #include "scatter_kernel.h"
+#include "torchplug/core/autograd.h"
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
 
@@ -83,6 +84,10 @@ class ScatterSumInplaceFunction : public torch::autograd::Function<ScatterSumInp
 
 at::Tensor scatter_sum_autograd(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                 std::optional<c10::SymInt> dim_size) {
+  if (!core::records_grad(src)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_scatter_sum(src, index, dim, std::move(dim_size));
+  }
   return ScatterSumFunction::apply(src, index, dim, std::move(dim_size));
 }
 
@@ -95,6 +100,16 @@ void check_writable(const at::Tensor& out) {
 void scatter_sum_inplace_autograd(const at::Tensor& out, const at::Tensor& src,
                                   const at::Tensor& index, int64_t dim) {
   check_writable(out);
+  if (!core::records_grad(out, src)) {
+    {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      call_scatter_sum_(out, src, index, dim);
+    }
+    // What mark_dirty does otherwise: autograd then refuses a backward through
+    // an op that saved out's old values.
+    torch::autograd::impl::bump_version(out);
+    return;
+  }
   // The returned tensor is out itself; mark_dirty has already rebased its history.
   ScatterSumInplaceFunction::apply(out, src, index, dim);
 }

@@ -741,6 +741,42 @@ def test_inplace_on_leaf_requiring_grad_raises_and_leaves_out_untouched(device: 
     torch.testing.assert_close(out.detach(), before, rtol=0, atol=0)
 
 
+def test_inplace_without_grad_invalidates_saved_out(device: str) -> None:
+    """Without a gradient to record the op skips autograd's node, but still
+    bumps out's version, as PyTorch's in-place ops do: a backward through an op
+    that saved out's old values is refused, not silently wrong."""
+    torch.manual_seed(19)
+    index = make_index(12, 4, device)
+    src = make_src((12, 3), torch.float64, device)
+    out = make_src((4, 3), torch.float64, device)
+    weight = make_src((4, 3), torch.float64, device).requires_grad_()
+    product = weight * out  # saves out for weight's gradient
+    version = out._version
+    torchplug.scatter_sum(src, index, 0, out=out)
+    assert out._version > version and not out.requires_grad and out.grad_fn is None
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        product.sum().backward()
+    # The same call from the ops namespace (what the C++ API dispatches to).
+    version = out._version
+    torch.ops.torchplug.scatter_sum_(out, src, index, 0)
+    assert out._version > version
+
+
+@pytest.mark.parametrize("grad_mode", ["enabled", "no_grad"])
+def test_graph_only_when_grad_is_recorded(grad_mode: str, device: str) -> None:
+    """A src that requires grad gets a node only where grad mode records one; the
+    sums are the same either way."""
+    torch.manual_seed(20)
+    index = make_index(12, 4, device)
+    src = make_src((12, 3), torch.float64, device).requires_grad_()
+    with torch.set_grad_enabled(grad_mode == "enabled"):
+        result = torchplug.scatter_sum(src, index, 0, dim_size=4)
+    want = torch.zeros(4, 3, dtype=torch.float64, device=device).index_add_(0, index, src.detach())
+    torch.testing.assert_close(result.detach(), want)
+    assert result.requires_grad == (grad_mode == "enabled")
+    assert (result.grad_fn is not None) == (grad_mode == "enabled")
+
+
 # --------------------------------------------------------------------------- meta
 
 
@@ -812,6 +848,10 @@ def test_rejects_index_shape(index_shape: tuple, dim: int, device: str) -> None:
     index = torch.randint(0, 4, index_shape, device=device)
     with pytest.raises(RuntimeError, match=f"{OP}.*'index'"):
         torchplug.scatter_sum(src, index, dim)
+    # The same shapes over an empty src, where nothing is read from the index.
+    empty = src.narrow(1 - dim, 0, 0)
+    with pytest.raises(RuntimeError, match=f"{OP}.*'index'"):
+        torchplug.scatter_sum(empty, index, dim, dim_size=4)
 
 
 # out is written in place: like PyTorch's in-place ops, scatter_sum rejects an
