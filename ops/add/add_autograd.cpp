@@ -45,7 +45,7 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
 };
 
 at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b) {
-  if (!core::records_grad(a, b)) {
+  if (!core::needs_autograd(a, b)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return torchplug::add(a, b);
   }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch.autograd import gradcheck, gradgradcheck
 
 import torchplug
@@ -258,6 +259,17 @@ def test_graph_only_when_grad_is_recorded(grad_mode: str, device: str) -> None:
     torch.testing.assert_close(out.detach(), a.detach() + b, rtol=0, atol=0)
     assert out.requires_grad == (grad_mode == "enabled")
     assert (out.grad_fn is not None) == (grad_mode == "enabled")
+
+
+def test_forward_mode_ad_is_refused_not_dropped(device: str) -> None:
+    """Forward-mode AD is not supported: a dual input raises rather than return a
+    result without its tangent."""
+    a = make((3, 4), torch.float32, device)
+    b = make((4,), torch.float32, device)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(b, torch.ones_like(b))
+        with pytest.raises(RuntimeError, match="jvp is not implemented"):
+            torchplug.add(a, dual)
 
 
 def test_meta_shapes_and_dtype() -> None:

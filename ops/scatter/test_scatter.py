@@ -33,6 +33,7 @@ from typing import Optional
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch.autograd import gradcheck, gradgradcheck
 
 import torchplug
@@ -775,6 +776,21 @@ def test_graph_only_when_grad_is_recorded(grad_mode: str, device: str) -> None:
     torch.testing.assert_close(result.detach(), want)
     assert result.requires_grad == (grad_mode == "enabled")
     assert (result.grad_fn is not None) == (grad_mode == "enabled")
+
+
+def test_forward_mode_ad_is_refused_not_dropped(device: str) -> None:
+    """Forward-mode AD is not supported: a dual src (which does not require grad)
+    raises rather than return a result without its tangent."""
+    index = make_index(12, 4, device)
+    src = make_src((12, 3), torch.float64, device)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(src, torch.ones_like(src))
+        with pytest.raises(RuntimeError, match="jvp is not implemented"):
+            torchplug.scatter_sum(dual, index, 0, dim_size=4)
+        out = fwAD.make_dual(torch.zeros(4, 3, dtype=torch.float64, device=device),
+                             torch.ones(4, 3, dtype=torch.float64, device=device))
+        with pytest.raises(RuntimeError, match="jvp is not implemented"):
+            torchplug.scatter_sum(src, index, 0, out=out)
 
 
 # --------------------------------------------------------------------------- meta

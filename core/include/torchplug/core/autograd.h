@@ -7,13 +7,16 @@
 
 namespace torchplug::core {
 
-// Whether autograd records a node for these inputs: grad mode is on and one of
-// them requires grad. When it does not, an Autograd kernel calls the op below
-// autograd directly, as PyTorch's own ops do: Function::apply builds its node
-// and context either way, a large part of a small call's host time.
+// Whether autograd has work for these inputs: grad mode is on and one of them
+// requires grad, or one carries a forward-mode tangent (level 0, the only level
+// dual tensors use), which a C++ Function refuses with its own error rather
+// than drop. When it has none, an Autograd kernel calls the op below autograd
+// directly, as PyTorch's own ops do: Function::apply builds its node and
+// context either way, a large part of a small call's host time.
 template <typename... Tensors>
-bool records_grad(const Tensors&... inputs) {
-  return c10::GradMode::is_enabled() && (inputs.requires_grad() || ...);
+bool needs_autograd(const Tensors&... inputs) {
+  return (c10::GradMode::is_enabled() && (inputs.requires_grad() || ...)) ||
+         (inputs._fw_grad(/*level=*/0).defined() || ...);
 }
 
 }  // namespace torchplug::core
