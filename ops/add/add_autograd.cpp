@@ -3,6 +3,7 @@
 // back to that input's dtype. Built from differentiable ops: double backward works.
 
 #include "add.h"
+#include "add_kernel.h"
 #include "torchplug/core/autograd.h"
 
 #include <ATen/ExpandUtils.h>
@@ -45,7 +46,8 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
 };
 
 at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b) {
-  if (!core::needs_autograd(a, b)) {
+  core::check_autograd_support(kOp, {TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
+  if (!core::records_grad(a, b)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return torchplug::add(a, b);
   }

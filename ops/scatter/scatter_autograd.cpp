@@ -84,7 +84,8 @@ class ScatterSumInplaceFunction : public torch::autograd::Function<ScatterSumInp
 
 at::Tensor scatter_sum_autograd(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                 std::optional<c10::SymInt> dim_size) {
-  if (!core::needs_autograd(src)) {
+  core::check_autograd_support(kOp, {TORCHPLUG_ARG(src)});
+  if (!core::records_grad(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return call_scatter_sum(src, index, dim, std::move(dim_size));
   }
@@ -100,7 +101,8 @@ void check_writable(const at::Tensor& out) {
 void scatter_sum_inplace_autograd(const at::Tensor& out, const at::Tensor& src,
                                   const at::Tensor& index, int64_t dim) {
   check_writable(out);
-  if (!core::needs_autograd(out, src)) {
+  core::check_autograd_support(kOp, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
+  if (!core::records_grad(out, src)) {
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       call_scatter_sum_(out, src, index, dim);

@@ -754,13 +754,24 @@ def test_inplace_without_grad_invalidates_saved_out(device: str) -> None:
     product = weight * out  # saves out for weight's gradient
     version = out._version
     torchplug.scatter_sum(src, index, 0, out=out)
-    assert out._version > version and not out.requires_grad and out.grad_fn is None
+    assert out._version == version + 1 and not out.requires_grad and out.grad_fn is None
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         product.sum().backward()
-    # The same call from the ops namespace (what the C++ API dispatches to).
+
+
+def test_inplace_on_leaf_requiring_grad_under_no_grad(device: str) -> None:
+    """Under no_grad a leaf that requires grad may be written (as ``leaf.add_``
+    may): it stays a leaf, once bumped, holding the sums."""
+    torch.manual_seed(21)
+    index = make_index(12, 4, device)
+    src = make_src((12, 3), torch.float64, device)
+    out = make_src((4, 3), torch.float64, device).requires_grad_()
+    want = out.detach().clone().index_add_(0, index, src)
     version = out._version
-    torch.ops.torchplug.scatter_sum_(out, src, index, 0)
-    assert out._version > version
+    with torch.no_grad():
+        torchplug.scatter_sum(src, index, 0, out=out)
+    assert out._version == version + 1 and out.requires_grad and out.is_leaf
+    torch.testing.assert_close(out.detach(), want)
 
 
 @pytest.mark.parametrize("grad_mode", ["enabled", "no_grad"])
@@ -778,19 +789,40 @@ def test_graph_only_when_grad_is_recorded(grad_mode: str, device: str) -> None:
     assert (result.grad_fn is not None) == (grad_mode == "enabled")
 
 
-def test_forward_mode_ad_is_refused_not_dropped(device: str) -> None:
-    """Forward-mode AD is not supported: a dual src (which does not require grad)
-    raises rather than return a result without its tangent."""
+def test_forward_mode_ad_is_refused_before_writing(device: str) -> None:
+    """Forward-mode AD is not supported: a dual input (which need not require
+    grad) raises, naming the argument, rather than return a result without its
+    tangent; a dual out is left as it was."""
     index = make_index(12, 4, device)
     src = make_src((12, 3), torch.float64, device)
+    before = make_src((4, 3), torch.float64, device)
     with fwAD.dual_level():
         dual = fwAD.make_dual(src, torch.ones_like(src))
-        with pytest.raises(RuntimeError, match="jvp is not implemented"):
+        with pytest.raises(RuntimeError, match=f"{OP}: argument 'src' .*forward-mode"):
             torchplug.scatter_sum(dual, index, 0, dim_size=4)
-        out = fwAD.make_dual(torch.zeros(4, 3, dtype=torch.float64, device=device),
-                             torch.ones(4, 3, dtype=torch.float64, device=device))
-        with pytest.raises(RuntimeError, match="jvp is not implemented"):
+        out = fwAD.make_dual(before.clone(), torch.ones_like(before))
+        with pytest.raises(RuntimeError, match=f"{OP}: argument 'out' .*forward-mode"):
             torchplug.scatter_sum(src, index, 0, out=out)
+        torch.testing.assert_close(fwAD.unpack_dual(out).primal, before, rtol=0, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_functorch_transforms(device: str) -> None:
+    """vmap runs per sample (PyTorch's fallback for ops without a batching
+    rule), whether or not src requires grad; grad and jvp transforms are refused
+    as torch::autograd::Function refuses them, even over a constant src."""
+    index = make_index(12, 4, device)
+    batch = make_src((2, 12, 3), torch.float64, device)
+    want = torch.stack([torch.zeros(4, 3, dtype=batch.dtype, device=device).index_add_(0, index, b)
+                        for b in batch])
+    for src in (batch, batch.clone().requires_grad_()):
+        got = torch.vmap(lambda s: torchplug.scatter_sum(s, index, 0, dim_size=4))(src)
+        torch.testing.assert_close(got.detach(), want)
+    weight = make_src((4, 3), torch.float64, device)
+    with pytest.raises(RuntimeError, match="functorch transforms"):
+        torch.func.grad(lambda w: (w * torchplug.scatter_sum(batch[0], index, 0, dim_size=4)).sum())(
+            weight
+        )
 
 
 # --------------------------------------------------------------------------- meta

@@ -1,22 +1,28 @@
 #pragma once
 
-// For the ops' Autograd kernels.
+// For the ops' Autograd kernels. With nothing to record they call the op below
+// autograd directly, as PyTorch's own ops do: Function::apply builds its node
+// and context either way, a large part of a small call's host time.
+
+#include "torchplug/core/checks.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 
+#include <initializer_list>
+
 namespace torchplug::core {
 
-// Whether autograd has work for these inputs: grad mode is on and one of them
-// requires grad, or one carries a forward-mode tangent (level 0, the only level
-// dual tensors use), which a C++ Function refuses with its own error rather
-// than drop. When it has none, an Autograd kernel calls the op below autograd
-// directly, as PyTorch's own ops do: Function::apply builds its node and
-// context either way, a large part of a small call's host time.
+// Refuses, on either path and before anything is written, what no op here
+// supports: functorch transforms (vmap, grad, jvp; Function::apply's own check)
+// and forward-mode AD (an input carrying a tangent).
+void check_autograd_support(const char* op, std::initializer_list<NamedTensor> inputs);
+
+// Whether autograd records a node: grad mode is on and an input requires grad.
+// Pass every differentiable input, the one written in place included.
 template <typename... Tensors>
-bool needs_autograd(const Tensors&... inputs) {
-  return (c10::GradMode::is_enabled() && (inputs.requires_grad() || ...)) ||
-         (inputs._fw_grad(/*level=*/0).defined() || ...);
+bool records_grad(const Tensors&... inputs) {
+  return c10::GradMode::is_enabled() && (inputs.requires_grad() || ...);
 }
 
 }  // namespace torchplug::core
