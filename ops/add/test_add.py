@@ -272,6 +272,18 @@ def test_forward_mode_ad_is_refused_not_dropped(device: str) -> None:
             torchplug.add(a, dual)
 
 
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_functorch_transforms(device: str) -> None:
+    """vmap runs per sample (PyTorch's fallback); jvp is refused, as
+    torch::autograd::Function refuses it."""
+    a = make((2, 3, 4), torch.float32, device)
+    b = make((2, 4), torch.float32, device)
+    want = a + b.unsqueeze(1)
+    torch.testing.assert_close(torch.vmap(torchplug.add)(a, b), want, rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="functorch transforms"):
+        torch.func.jvp(lambda x: torchplug.add(x, b[0]), (a[0],), (torch.ones_like(a[0]),))
+
+
 def test_meta_shapes_and_dtype() -> None:
     a = torch.empty((4, 1, 5), dtype=torch.int32, device="meta")
     b = torch.empty((3, 1), dtype=torch.float16, device="meta")
