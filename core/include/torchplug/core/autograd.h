@@ -14,8 +14,9 @@
 namespace torchplug::core {
 
 // Refuses, on either path and before anything is written, what no op here
-// supports: functorch transforms (vmap, grad, jvp; Function::apply's own check)
-// and forward-mode AD (an input carrying a tangent).
+// supports: functorch's grad and jvp transforms (Function::apply's own check;
+// vmap's fallback calls the op per sample, outside its layer, and passes) and
+// forward-mode AD (an input carrying a tangent).
 void check_autograd_support(const char* op, std::initializer_list<NamedTensor> inputs);
 
 // Whether autograd records a node: grad mode is on and an input requires grad.
