@@ -422,14 +422,18 @@ TEST(ScatterSumAutograd, NonContiguousOutView) {
   EXPECT_TRUE(same(base.grad(), ref_base.grad()));
 }
 
-// Writing into out bumps its version, so autograd refuses a backward through
-// a value that out held before.
+// Writing into out bumps its version once, so autograd refuses a backward
+// through a value that out held before: also when nothing in the call requires
+// grad and the op skips autograd's node.
 TEST(ScatterSumAutograd, InPlaceWriteIsSeenByAutograd) {
   const auto index = torch::tensor({0, 1, 1}, torch::kLong);
   auto out = torch::zeros({2});
+  const auto weighted = leaf(torch::ones({2})) * out;  // saves out for backward
   const auto version = out._version();
   scatter_sum(torch::ones({3}), index, 0, out);
-  EXPECT_GT(out._version(), version);
+  EXPECT_EQ(out._version(), version + 1);
+  EXPECT_FALSE(out.requires_grad());
+  EXPECT_TRUE(throws_with([&] { weighted.sum().backward(); }, {"modified by an inplace operation"}));
 
   auto work = leaf(torch::ones({2})) * 1;
   const auto squared = work * work;  // saves work for backward
