@@ -12,10 +12,8 @@
 #include "torchplug/core/checks.h"
 #include "torchplug/core/registry.h"
 
-#include <ATen/OpMathType.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 namespace torchplug {
@@ -145,20 +143,6 @@ void call_scatter_sum_(const at::Tensor& out, const at::Tensor& src, const at::T
 
 void finish_inplace(const ScatterProblem& problem, const at::Tensor& out) {
   if (!problem.out.is_same(out)) out.copy_(problem.out);
-}
-
-at::Tensor accumulator(const ScatterProblem& problem) {
-  const auto dtype = at::toOpMathType(problem.src.scalar_type());
-  if (dtype == problem.out.scalar_type()) {
-    if (!problem.accumulate) problem.out.zero_();
-    return problem.out;
-  }
-  return problem.accumulate ? problem.out.to(dtype)
-                            : at::zeros_like(problem.out, problem.out.options().dtype(dtype));
-}
-
-void store_accumulator(const ScatterProblem& problem, const at::Tensor& acc) {
-  if (!acc.is_same(problem.out)) problem.out.copy_(acc);
 }
 
 }  // namespace scatter_detail

@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ceil_div.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -354,6 +355,23 @@ void scatter_columns(const ScatterProblem& p, const scalar_t* src, const int64_t
       }
     }
   });
+}
+
+// A buffer in src's math type to accumulate into: problem.out itself, zeroed
+// unless accumulating, or for float16 and bfloat16 a float copy of it.
+at::Tensor accumulator(const ScatterProblem& problem) {
+  const auto dtype = at::toOpMathType(problem.src.scalar_type());
+  if (dtype == problem.out.scalar_type()) {
+    if (!problem.accumulate) problem.out.zero_();
+    return problem.out;
+  }
+  return problem.accumulate ? problem.out.to(dtype)
+                            : at::zeros_like(problem.out, problem.out.options().dtype(dtype));
+}
+
+// Folds an accumulator() back into problem.out (a no-op when it is problem.out).
+void store_accumulator(const ScatterProblem& problem, const at::Tensor& acc) {
+  if (!acc.is_same(problem.out)) problem.out.copy_(acc);
 }
 
 }  // namespace

@@ -923,14 +923,78 @@ void csr_sum(const ScatterProblem& p) {
   });
 }
 
-// Runs body(src, index, acc) on p's accumulator() and stores it back.
+// ---- accumulator -------------------------------------------------------------
+
+// Zeroes t on the current stream with one memset: a small call's zero_() costs
+// a TensorIterator's host work more (docs/benchmarks.md, "Small calls").
+void zero_async(const at::Tensor& t) {
+  C10_CUDA_CHECK(
+      cudaMemsetAsync(t.mutable_data_ptr(), 0, t.nbytes(), at::cuda::getCurrentCUDAStream()));
+}
+
+// Converts `vectors` vectors of V values between out and its float accumulator:
+// acc = out when kLoad, else out = acc.
+template <bool kLoad, typename scalar_t, int V>
+__global__ void convert_accumulator_kernel(scalar_t* __restrict__ out,
+                                           at::opmath_type<scalar_t>* __restrict__ acc,
+                                           int64_t vectors) {
+  using acc_t = at::opmath_type<scalar_t>;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, vectors) {
+    auto& out_vector = reinterpret_cast<Vector<scalar_t, V>*>(out)[t];
+    auto& acc_vector = reinterpret_cast<Vector<acc_t, V>*>(acc)[t];
+    if constexpr (kLoad) {
+      const auto loaded = out_vector;
+      Vector<acc_t, V> converted;
+#pragma unroll
+      for (int j = 0; j < V; ++j) converted.val[j] = static_cast<acc_t>(loaded.val[j]);
+      acc_vector = converted;
+    } else {
+      const auto loaded = acc_vector;
+      Vector<scalar_t, V> converted;
+#pragma unroll
+      for (int j = 0; j < V; ++j) converted.val[j] = static_cast<scalar_t>(loaded.val[j]);
+      out_vector = converted;
+    }
+  }
+}
+
+template <bool kLoad, typename scalar_t>
+void convert_accumulator(const at::Tensor& out, const at::Tensor& acc) {
+  using acc_t = at::opmath_type<scalar_t>;
+  auto* out_ptr = out.mutable_data_ptr<scalar_t>();
+  auto* acc_ptr = acc.mutable_data_ptr<acc_t>();
+  // acc is a fresh allocation: aligned for any vector of out's width.
+  with_vector_width<scalar_t>(out.numel(), {out_ptr}, [&](auto w) {
+    constexpr int V = decltype(w)::value;
+    core::launch(convert_accumulator_kernel<kLoad, scalar_t, V>, out.numel() / V, out_ptr, acc_ptr,
+                 out.numel() / V);
+  });
+}
+
+// Runs body(src, index, acc) on an accumulator of p.out in src's math type:
+// p.out itself, zeroed unless accumulating, or for float16 and bfloat16 a
+// float buffer, zeroed or loaded from p.out and converted back into it.
+// A memset and one kernel each way, where zeros_like, to() and copy_() would
+// take a TensorIterator's host work each.
 template <typename scalar_t, typename Body>
 void with_accumulator(const ScatterProblem& p, Body body) {
   using acc_t = at::opmath_type<scalar_t>;
-  const auto acc = accumulator(p);
-  body(p.src.const_data_ptr<scalar_t>(), p.index.const_data_ptr<int64_t>(),
-       acc.mutable_data_ptr<acc_t>());
-  store_accumulator(p, acc);
+  const auto* src = p.src.const_data_ptr<scalar_t>();
+  const auto* index = p.index.const_data_ptr<int64_t>();
+  if constexpr (std::is_same_v<acc_t, scalar_t>) {
+    if (!p.accumulate) zero_async(p.out);
+    body(src, index, p.out.mutable_data_ptr<acc_t>());
+  } else {
+    const at::Tensor acc =
+        at::empty(p.out.sizes(), p.out.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    if (p.accumulate) {
+      convert_accumulator<true, scalar_t>(p.out, acc);
+    } else {
+      zero_async(acc);
+    }
+    body(src, index, acc.mutable_data_ptr<acc_t>());
+    convert_accumulator<false, scalar_t>(p.out, acc);
+  }
 }
 
 template <typename scalar_t>
@@ -969,7 +1033,7 @@ void warp_runs(const ScatterProblem& p) {
 void scatter_sum_kernel_cuda(const ScatterProblem& p) {
   if (p.out.numel() == 0) return;
   if (p.src.numel() == 0) {
-    if (!p.accumulate) p.out.zero_();
+    if (!p.accumulate) zero_async(p.out);
     return;
   }
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::scatter_sum", [&] {

@@ -38,13 +38,6 @@ ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const 
 // Writes the result into the caller's `out` when the kernel worked on a stand-in.
 void finish_inplace(const ScatterProblem& problem, const at::Tensor& out);
 
-// For kernels that accumulate with atomics or in place: a zeroed (or, when
-// accumulating, pre-filled) buffer in src's math dtype, float for float16 and
-// bfloat16; problem.out itself when that dtype is src's.
-at::Tensor accumulator(const ScatterProblem& problem);
-// Folds an accumulator() back into problem.out (a no-op when it is problem.out).
-void store_accumulator(const ScatterProblem& problem, const at::Tensor& acc);
-
 void scatter_sum_kernel_cpu(const ScatterProblem& problem);
 void scatter_sum_kernel_cuda(const ScatterProblem& problem);
 
