@@ -926,7 +926,8 @@ void csr_sum(const ScatterProblem& p) {
 // ---- accumulator -------------------------------------------------------------
 
 // Zeroes t on the current stream with one memset: a small call's zero_() costs
-// a TensorIterator's host work more (docs/benchmarks.md, "Small calls").
+// a TensorIterator's host work more (docs/benchmarks.md, "Small calls: the
+// accumulator").
 void zero_async(const at::Tensor& t) {
   C10_CUDA_CHECK(
       cudaMemsetAsync(t.mutable_data_ptr(), 0, t.nbytes(), at::cuda::getCurrentCUDAStream()));
