@@ -357,8 +357,9 @@ void scatter_columns(const ScatterProblem& p, const scalar_t* src, const int64_t
   });
 }
 
-// A buffer in src's math type to accumulate into: problem.out itself, zeroed
-// unless accumulating, or for float16 and bfloat16 a float copy of it.
+// A buffer in src's math type to accumulate into, zeroed unless accumulating
+// and otherwise holding out's values: problem.out itself, or for float16 and
+// bfloat16 a float buffer of its shape.
 at::Tensor accumulator(const ScatterProblem& problem) {
   const auto dtype = at::toOpMathType(problem.src.scalar_type());
   if (dtype == problem.out.scalar_type()) {

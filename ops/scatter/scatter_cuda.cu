@@ -933,42 +933,35 @@ void zero_async(const at::Tensor& t) {
       cudaMemsetAsync(t.mutable_data_ptr(), 0, t.nbytes(), at::cuda::getCurrentCUDAStream()));
 }
 
-// Converts `vectors` vectors of V values between out and its float accumulator:
-// acc = out when kLoad, else out = acc.
-template <bool kLoad, typename scalar_t, int V>
-__global__ void convert_accumulator_kernel(scalar_t* __restrict__ out,
-                                           at::opmath_type<scalar_t>* __restrict__ acc,
-                                           int64_t vectors) {
-  using acc_t = at::opmath_type<scalar_t>;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, vectors) {
-    auto& out_vector = reinterpret_cast<Vector<scalar_t, V>*>(out)[t];
-    auto& acc_vector = reinterpret_cast<Vector<acc_t, V>*>(acc)[t];
-    if constexpr (kLoad) {
-      const auto loaded = out_vector;
-      Vector<acc_t, V> converted;
+// to[0, V) = from[0, V), converted.
+template <typename To, typename From, int V>
+__device__ __forceinline__ void convert_vector(To* to, const From* from) {
+  const auto loaded = *reinterpret_cast<const Vector<From, V>*>(from);
+  Vector<To, V> converted;
 #pragma unroll
-      for (int j = 0; j < V; ++j) converted.val[j] = static_cast<acc_t>(loaded.val[j]);
-      acc_vector = converted;
-    } else {
-      const auto loaded = acc_vector;
-      Vector<scalar_t, V> converted;
-#pragma unroll
-      for (int j = 0; j < V; ++j) converted.val[j] = static_cast<scalar_t>(loaded.val[j]);
-      out_vector = converted;
-    }
-  }
+  for (int j = 0; j < V; ++j) converted.val[j] = static_cast<To>(loaded.val[j]);
+  *reinterpret_cast<Vector<To, V>*>(to) = converted;
 }
 
-template <bool kLoad, typename scalar_t>
-void convert_accumulator(const at::Tensor& out, const at::Tensor& acc) {
-  using acc_t = at::opmath_type<scalar_t>;
-  auto* out_ptr = out.mutable_data_ptr<scalar_t>();
-  auto* acc_ptr = acc.mutable_data_ptr<acc_t>();
-  // acc is a fresh allocation: aligned for any vector of out's width.
-  with_vector_width<scalar_t>(out.numel(), {out_ptr}, [&](auto w) {
+// to[0, n) = from[0, n), converted: V values at a time, the last n % V one by one.
+template <typename To, typename From, int V>
+__global__ void convert_kernel(To* __restrict__ to, const From* __restrict__ from, int64_t n) {
+  const int64_t vectors = n / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, vectors) convert_vector<To, From, V>(to + t * V, from + t * V);
+  const int64_t rest = vectors * V + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (rest < n) convert_vector<To, From, 1>(to + rest, from + rest);
+}
+
+// Between a float16 or bfloat16 output and its float accumulator, in vectors as
+// wide as the output's alignment allows (the accumulator, a fresh allocation,
+// is aligned for any).
+template <typename To, typename From>
+void convert(To* to, const From* from, int64_t n) {
+  using Narrow = std::conditional_t<(sizeof(To) < sizeof(From)), To, From>;
+  const int width = vector_width<Narrow>(core::kVectorWidth<Narrow>, {to, from});
+  with_width<Narrow>(width, [&](auto w) {
     constexpr int V = decltype(w)::value;
-    core::launch(convert_accumulator_kernel<kLoad, scalar_t, V>, out.numel() / V, out_ptr, acc_ptr,
-                 out.numel() / V);
+    core::launch(convert_kernel<To, From, V>, at::ceil_div<int64_t>(n, V), to, from, n);
   });
 }
 
@@ -988,13 +981,15 @@ void with_accumulator(const ScatterProblem& p, Body body) {
   } else {
     const at::Tensor acc =
         at::empty(p.out.sizes(), p.out.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    auto* out = p.out.mutable_data_ptr<scalar_t>();
+    auto* acc_ptr = acc.mutable_data_ptr<acc_t>();
     if (p.accumulate) {
-      convert_accumulator<true, scalar_t>(p.out, acc);
+      convert(acc_ptr, out, p.out.numel());
     } else {
       zero_async(acc);
     }
-    body(src, index, acc.mutable_data_ptr<acc_t>());
-    convert_accumulator<false, scalar_t>(p.out, acc);
+    body(src, index, acc_ptr);
+    convert(out, acc_ptr, p.out.numel());
   }
 }
 

@@ -1273,15 +1273,20 @@ def test_cuda_atomic_limit_rejects_garbage(value: str, cuda_device: str) -> None
     assert f"TORCHPLUG_SCATTER_ATOMIC_LIMIT must be a non-negative integer, got '{value}'" in result.stderr
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("F", [16, 1])
 @pytest.mark.parametrize("offset", [1, 2, 4])
-def test_out_at_an_offset(offset: int, device: str) -> None:
-    """A contiguous out= starting 4, 8 or 16 bytes into its storage: CUDA adds
-    rows of 16 float32 into it with 16-byte atomics only when it is aligned."""
+def test_out_at_an_offset(offset: int, F: int, dtype: torch.dtype, device: str) -> None:
+    """A contiguous out= starting 1, 2 or 4 elements into its storage: CUDA adds
+    rows of 16 float32 into it with 16-byte atomics only when it is aligned, and
+    converts a float16 or bfloat16 out to and from its float accumulator in
+    vectors only as wide as its alignment allows (rows of 16 take the atomic
+    rows, rows of 1 the warp runs)."""
     torch.manual_seed(26)
-    N, F = 50, 16
-    src = make_src((3000, F), torch.float32, device)
+    N = 50 * 16 // F
+    src = make_src((3000, F), dtype, device)
     index = make_index(3000, N, device)
-    out = make_src((N * F + offset,), torch.float32, device)[offset:].view(N, F)
+    out = make_src((N * F + offset,), dtype, device)[offset:].view(N, F)
     before = out.clone()
     torchplug.scatter_sum(src, index, 0, out=out)
     assert_scatter_close(out, src, index, 0, out=before)
