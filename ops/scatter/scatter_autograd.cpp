@@ -1,7 +1,16 @@
-// torchplug::scatter_sum autograd. Each src element lands in one output slot,
-// so d(out)/d(src) picks that slot: the src gradient is grad_out gathered along
-// dim with the broadcast index. gather is differentiable, so double backward
-// works. The in-place form passes grad_out through to out unchanged.
+// Autograd of the scatter family. Each src element lands in one output slot,
+// so each backward reads grad_out at that slot (a gather along dim with the
+// broadcast index) and scales it by what the reduction makes of the element:
+//   sum   1
+//   mean  1 / count (the count is the sum of ones, at least 1)
+//   mul   the product of the slot's other values (out's included): the
+//         product of its nonzero values when the element is its only zero,
+//         0 when there is another zero, else result / element
+//   min, max  1 at the arg position, 0 elsewhere (a scatter of grad_out to arg)
+// Every backward is built from differentiable ops, so double backward works.
+// The in-place forms also pass a gradient to out's original values: grad_out
+// (sum), grad_out / count (mean), grad_out * product of the sources (mul),
+// grad_out where arg says no source holds the result (min, max).
 //
 // CUDA kernels outside checked mode skip index values outside [0, N): those
 // src elements get a zero gradient, and backward never gathers out of bounds.
@@ -11,7 +20,11 @@
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/gather.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/scatter.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/autograd.h>
@@ -20,106 +33,217 @@
 namespace torchplug::scatter_detail {
 namespace {
 
+using core::MaxPolicy;
+using core::MeanPolicy;
+using core::MinPolicy;
+using core::MulPolicy;
+using core::SumPolicy;
 using torch::autograd::AutogradContext;
 using torch::autograd::Variable;
 using torch::autograd::variable_list;
 
-// Saves what backward needs: the index as given (broadcast again in backward,
-// as a view), src's shape, dim, and whether every index value was validated.
-void save_index(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& index, int64_t dim) {
-  dim = core::normalize_dim(kOp, dim, src.dim());
-  ctx->save_for_backward({index});
+// Saves what every backward needs: the index as given (broadcast again in
+// backward, as a view), src's shape, dim, and whether every index value was
+// validated; mul also keeps src, min and max their arg, and mul's in-place
+// form out's values from before the write.
+template <typename Policy>
+void save(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+          const at::Tensor& arg, const at::Tensor& base) {
+  dim = core::normalize_dim(kOpName<Policy>, dim, src.dim());
+  ctx->save_for_backward({index, Policy::kReduce == core::Reduce::kMul ? src : at::Tensor(), arg, base});
   ctx->saved_data["dim"] = dim;
   ctx->saved_data["src_sizes"] = src.sym_sizes();
   ctx->saved_data["validated"] = core::validates_indices(src.device());
 }
 
-at::Tensor gather_grad(AutogradContext* ctx, const at::Tensor& grad) {
-  const auto index = ctx->get_saved_variables()[0];
-  const int64_t dim = ctx->saved_data["dim"].toInt();
-  const auto src_sizes = ctx->saved_data["src_sizes"].toSymIntVector();
-  if (ctx->saved_data["validated"].toBool()) {
-    return at::gather(grad, dim, core::broadcast(kOp, index, src_sizes, dim));
-  }
-  const auto size = grad.sym_size(dim);
-  if (size == 0) return at::zeros_symint(src_sizes, grad.options());  // every value was skipped
-  const auto inside = index.ge(0).logical_and_(index.lt(size));
-  const auto safe = index.clamp(0, (size - 1).guard_int(__FILE__, __LINE__));
-  const auto gathered = at::gather(grad, dim, core::broadcast(kOp, safe, src_sizes, dim));
-  return at::where(core::broadcast(kOp, inside, src_sizes, dim), gathered, 0);
+// What backward reads back from the context.
+struct Saved {
+  at::Tensor index, src, arg, base;
+  int64_t dim;
+  std::vector<c10::SymInt> src_sizes;
+  bool validated;
+};
+
+Saved load(AutogradContext* ctx) {
+  const auto saved = ctx->get_saved_variables();
+  return {saved[0], saved[1], saved[2], saved[3], ctx->saved_data["dim"].toInt(),
+          ctx->saved_data["src_sizes"].toSymIntVector(), ctx->saved_data["validated"].toBool()};
 }
 
-class ScatterSumFunction : public torch::autograd::Function<ScatterSumFunction> {
+// values (out's shape) read at each src element's slot; 0 for skipped elements.
+at::Tensor gather_slots(const char* op, const Saved& s, const at::Tensor& values) {
+  if (s.validated) return at::gather(values, s.dim, core::broadcast(op, s.index, s.src_sizes, s.dim));
+  const auto size = values.sym_size(s.dim);
+  if (size == 0) return at::zeros_symint(s.src_sizes, values.options());  // every value was skipped
+  const auto inside = s.index.ge(0).logical_and_(s.index.lt(size));
+  const auto safe = s.index.clamp(0, (size - 1).guard_int(__FILE__, __LINE__));
+  const auto gathered = at::gather(values, s.dim, core::broadcast(op, safe, s.src_sizes, s.dim));
+  return at::where(core::broadcast(op, inside, s.src_sizes, s.dim), gathered, 0);
+}
+
+// How many src elements land in each slot, at least 1, in grad's dtype.
+at::Tensor clamped_count(const Saved& s, const at::Tensor& grad) {
+  const auto ones = at::ones_symint(s.src_sizes, grad.options());
+  return call_scatter<SumPolicy>(ones, s.index, s.dim, grad.sym_size(s.dim)).clamp_min(1);
+}
+
+// grad_out scattered to the arg positions (arg == src.size(dim) goes nowhere).
+at::Tensor scatter_to_arg(const Saved& s, const at::Tensor& grad, const at::Tensor& arg) {
+  auto sizes = s.src_sizes;
+  sizes[s.dim] = sizes[s.dim] + 1;  // a slot for the empty ones, cut off below
+  return at::zeros_symint(sizes, grad.options())
+      .scatter(s.dim, arg, grad)
+      .narrow_symint(s.dim, 0, s.src_sizes[s.dim]);
+}
+
+// The src gradient of mul: grad_out * (out's values, when given) gathered,
+// times the product of the slot's other sources.
+at::Tensor mul_src_grad(const Saved& s, const at::Tensor& grad_times_base) {
+  const auto zero = s.src.eq(0);
+  const auto size = grad_times_base.sym_size(s.dim);
+  const auto zeros = call_scatter<SumPolicy>(zero.to(grad_times_base.scalar_type()), s.index, s.dim, size);
+  const auto nonzero_product =
+      call_scatter<MulPolicy>(s.src.masked_fill(zero, 1), s.index, s.dim, size);
+  const auto zeros_at = gather_slots(kOpName<MulPolicy>, s, zeros);
+  const auto product_at = gather_slots(kOpName<MulPolicy>, s, nonzero_product);
+  const auto others = at::where(zero, at::where(zeros_at.eq(1), product_at, 0),
+                                at::where(zeros_at.eq(0), product_at / s.src.masked_fill(zero, 1), 0));
+  return gather_slots(kOpName<MulPolicy>, s, grad_times_base) * others;
+}
+
+// The src gradient, and the gradient of out's original values (the in-place
+// forms; s.base holds them for mul).
+template <typename Policy>
+std::pair<at::Tensor, at::Tensor> gradients(const Saved& s, const at::Tensor& grad) {
+  constexpr const char* op = kOpName<Policy>;
+  if constexpr (Policy::kReduce == core::Reduce::kSum) {
+    return {gather_slots(op, s, grad), grad};
+  } else if constexpr (Policy::kReduce == core::Reduce::kMean) {
+    const auto scaled = grad / clamped_count(s, grad);
+    return {gather_slots(op, s, scaled), scaled};
+  } else if constexpr (Policy::kReduce == core::Reduce::kMul) {
+    const auto src_grad = mul_src_grad(s, s.base.defined() ? grad * s.base : grad);
+    if (!s.base.defined()) return {src_grad, at::Tensor()};
+    return {src_grad, grad * call_scatter<MulPolicy>(s.src, s.index, s.dim, grad.sym_size(s.dim))};
+  } else {
+    const auto empty = s.arg.eq(s.src_sizes[s.dim]);
+    return {scatter_to_arg(s, grad, s.arg), at::where(empty, grad, 0)};
+  }
+}
+
+template <typename Policy>
+class ScatterFunction : public torch::autograd::Function<ScatterFunction<Policy>> {
  public:
-  static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index,
-                          int64_t dim, std::optional<c10::SymInt> dim_size) {
-    save_index(ctx, src, index, dim);
+  static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& index,
+                               int64_t dim, std::optional<c10::SymInt> dim_size) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_scatter_sum(src, index, dim, std::move(dim_size));
+    if constexpr (Policy::kHasArg) {
+      auto [out, arg] = call_scatter<Policy>(src, index, dim, std::move(dim_size));
+      save<Policy>(ctx, src, index, dim, arg, at::Tensor());
+      ctx->mark_non_differentiable({arg});
+      return {out, arg};
+    } else {
+      save<Policy>(ctx, src, index, dim, at::Tensor(), at::Tensor());
+      return {call_scatter<Policy>(src, index, dim, std::move(dim_size))};
+    }
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    return {gather_grad(ctx, grad_outputs[0]), Variable(), Variable(), Variable()};
+    return {gradients<Policy>(load(ctx), grad_outputs[0]).first, Variable(), Variable(), Variable()};
   }
 };
 
-class ScatterSumInplaceFunction : public torch::autograd::Function<ScatterSumInplaceFunction> {
+template <typename Policy>
+class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFunction<Policy>> {
  public:
-  static Variable forward(AutogradContext* ctx, Variable out, const Variable& src,
-                          const Variable& index, int64_t dim) {
-    save_index(ctx, src, index, dim);
+  static variable_list forward(AutogradContext* ctx, Variable out, const Variable& src,
+                               const Variable& index, int64_t dim) {
+    // mul's gradients need out's values from before the write.
+    const auto base = Policy::kReduce == core::Reduce::kMul ? out.clone() : at::Tensor();
+    at::Tensor arg;
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
-      call_scatter_sum_(out, src, index, dim);
+      if constexpr (Policy::kHasArg) {
+        arg = call_scatter_<Policy>(out, src, index, dim);
+      } else {
+        call_scatter_<Policy>(out, src, index, dim);
+      }
     }
+    save<Policy>(ctx, src, index, dim, arg, base);
     ctx->mark_dirty({out});
-    return out;
+    if constexpr (Policy::kHasArg) {
+      ctx->mark_non_differentiable({arg});
+      return {out, arg};
+    } else {
+      return {out};
+    }
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto& grad = grad_outputs[0];
-    return {grad, gather_grad(ctx, grad), Variable(), Variable()};
+    auto [src_grad, base_grad] = gradients<Policy>(load(ctx), grad_outputs[0]);
+    return {base_grad, src_grad, Variable(), Variable()};
   }
 };
 
-at::Tensor scatter_sum_autograd(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+template <typename Policy>
+Result<Policy> scatter_autograd(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                 std::optional<c10::SymInt> dim_size) {
-  core::check_autograd_support(kOp, {TORCHPLUG_ARG(src)});
+  core::check_autograd_support(kOpName<Policy>, {TORCHPLUG_ARG(src)});
   if (!core::records_grad(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_scatter_sum(src, index, dim, std::move(dim_size));
+    return call_scatter<Policy>(src, index, dim, std::move(dim_size));
   }
-  return ScatterSumFunction::apply(src, index, dim, std::move(dim_size));
+  auto outputs = ScatterFunction<Policy>::apply(src, index, dim, std::move(dim_size));
+  if constexpr (Policy::kHasArg) {
+    return {outputs[0], outputs[1]};
+  } else {
+    return outputs[0];
+  }
 }
 
 // Refused before anything is written, as PyTorch's own in-place ops do.
-void check_writable(const at::Tensor& out) {
-  TORCH_CHECK(!(at::GradMode::is_enabled() && out.requires_grad() && out.is_leaf()), kOp,
+void check_writable(const char* op, const at::Tensor& out) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && out.requires_grad() && out.is_leaf()), op,
               ": argument 'out' is a leaf tensor that requires grad and cannot be written in place");
 }
 
-void scatter_sum_inplace_autograd(const at::Tensor& out, const at::Tensor& src,
-                                  const at::Tensor& index, int64_t dim) {
-  check_writable(out);
-  core::check_autograd_support(kOp, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
+template <typename Policy>
+InplaceResult<Policy> scatter_inplace_autograd(const at::Tensor& out, const at::Tensor& src,
+                                               const at::Tensor& index, int64_t dim) {
+  check_writable(kOpName<Policy>, out);
+  core::check_autograd_support(kOpName<Policy>, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
   if (!core::records_grad(out, src)) {
+    at::Tensor arg;
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
-      call_scatter_sum_(out, src, index, dim);
+      if constexpr (Policy::kHasArg) {
+        arg = call_scatter_<Policy>(out, src, index, dim);
+      } else {
+        call_scatter_<Policy>(out, src, index, dim);
+      }
     }
     // What mark_dirty does otherwise: autograd then refuses a backward through
     // an op that saved out's old values.
     torch::autograd::impl::bump_version(out);
-    return;
+    if constexpr (Policy::kHasArg) {
+      return arg;
+    } else {
+      return;
+    }
   }
-  // The returned tensor is out itself; mark_dirty has already rebased its history.
-  ScatterSumInplaceFunction::apply(out, src, index, dim);
+  // The returned out is out itself; mark_dirty has already rebased its history.
+  auto outputs = ScatterInplaceFunction<Policy>::apply(out, src, index, dim);
+  if constexpr (Policy::kHasArg) return outputs[1];
 }
 
 }  // namespace
 }  // namespace torchplug::scatter_detail
 
 TORCH_LIBRARY_IMPL(torchplug, Autograd, m) {
-  m.impl("scatter_sum", &torchplug::scatter_detail::scatter_sum_autograd);
-  m.impl("scatter_sum_", &torchplug::scatter_detail::scatter_sum_inplace_autograd);
+  using namespace torchplug::scatter_detail;
+#define TORCHPLUG_AUTOGRAD(name, Policy)                             \
+  m.impl("scatter_" #name, &scatter_autograd<Policy>);              \
+  m.impl("scatter_" #name "_", &scatter_inplace_autograd<Policy>);
+  TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_AUTOGRAD)
+#undef TORCHPLUG_AUTOGRAD
 }

@@ -1,16 +1,20 @@
-// torchplug::scatter_sum CPU kernels, parallel over the machine's cores.
-// Race-free and deterministic: no two threads ever add into one element.
+// The scatter family's CPU kernels, parallel over the machine's cores. Each
+// schedule below is a template over the reduction policy (core/reduction.h).
+// Race-free and deterministic: no two threads ever combine into one element,
+// and every element combines its sources in source order (but for private
+// outputs, whose copies are combined at the end).
 
 #include "scatter_kernel.h"
 
 #include "torchplug/core/checks.h"
+#include "torchplug/core/reduction.h"
 
-#include <ATen/Dispatch.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ceil_div.h>
-#include <ATen/ops/zeros.h>
-#include <ATen/ops/zeros_like.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/full.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -45,14 +49,25 @@ constexpr int64_t kBalancedRowBytes = 1024;
 // Source rows are prefetched this many bucket entries ahead.
 constexpr int64_t kPrefetchEntries = 16;
 
+// Sets every element of t to the policy's identity: 0 for sums (one memset).
+template <typename Policy>
+void fill_identity(const at::Tensor& t) {
+  if constexpr (Policy::kAtomic == core::AtomicKind::kAdd) {
+    t.zero_();
+  } else {
+    AT_DISPATCH_ALL_TYPES(t.scalar_type(), "torchplug::fill_identity",
+                          [&] { t.fill_(Policy::template identity<scalar_t>()); });
+  }
+}
+
 template <int kWrite, typename T>
 inline void prefetch_row(const T* row, int64_t inner) {
   constexpr int64_t kLine = 64 / sizeof(T);
   for (int64_t i = 0; i < inner; i += kLine) __builtin_prefetch(row + i, kWrite);
 }
 
-// to[i] += from[i] for i < n, the loop every schedule for rows of several
-// values runs. For float32 rows of 16 values or more it is compiled for
+// to[i] (op)= from[i] for i < n, the loop every schedule for rows of several
+// values runs. For sums: For float32 rows of 16 values or more it is compiled for
 // AVX-512, AVX2 and baseline x86-64 and picked when the library loads: rows
 // the caches hold are bound by the vector width, and the build targets
 // baseline x86-64. Shorter rows stay inline: a call per row through the
@@ -64,15 +79,16 @@ void add_float_row(float* __restrict__ to, const float* __restrict__ from, int64
   for (int64_t i = 0; i < n; ++i) to[i] += from[i];
 }
 
-template <typename scalar_t, typename acc_t>
-inline void add_row(acc_t* __restrict__ to, const scalar_t* __restrict__ from, int64_t n) {
-  if constexpr (std::is_same_v<scalar_t, float> && std::is_same_v<acc_t, float>) {
+template <typename Policy, typename scalar_t, typename acc_t>
+inline void combine_row(acc_t* __restrict__ to, const scalar_t* __restrict__ from, int64_t n) {
+  if constexpr (Policy::kAtomic == core::AtomicKind::kAdd && std::is_same_v<scalar_t, float> &&
+                std::is_same_v<acc_t, float>) {
     if (n >= 16) {
       add_float_row(to, from, n);
       return;
     }
   }
-  for (int64_t i = 0; i < n; ++i) to[i] += static_cast<acc_t>(from[i]);
+  for (int64_t i = 0; i < n; ++i) Policy::combine(to[i], static_cast<acc_t>(from[i]));
 }
 
 // Which part of the work one thread does: source rows [e_begin, e_end), the
@@ -81,8 +97,8 @@ struct Slice {
   int64_t e_begin, e_end, first, last, col_begin, col_end;
 };
 
-// Adds the slice's source rows whose index falls in its output rows into acc.
-template <typename scalar_t, typename acc_t>
+// Combines the slice's source rows whose index falls in its output rows into acc.
+template <typename Policy, typename scalar_t, typename acc_t>
 void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc,
               const Slice& s) {
   const int64_t inner = p.inner;
@@ -94,7 +110,9 @@ void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index
       const auto span = static_cast<uint64_t>(s.last - s.first);
       for (int64_t e = s.e_begin; e < s.e_end; ++e) {
         const int64_t row = index[e];
-        if (static_cast<uint64_t>(row - s.first) < span) acc_o[row] += static_cast<acc_t>(src_o[e]);
+        if (static_cast<uint64_t>(row - s.first) < span) {
+          Policy::combine(acc_o[row], static_cast<acc_t>(src_o[e]));
+        }
       }
       continue;
     }
@@ -107,7 +125,7 @@ void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index
       if (row < s.first || row >= s.last) continue;
       const scalar_t* from = src_o + e * inner;
       acc_t* to = acc_o + row * inner;
-      add_row(to, from, width);
+      combine_row<Policy>(to, from, width);
     }
   }
 }
@@ -164,10 +182,10 @@ Buckets partition_rows(const ScatterProblem& p, const int64_t* index, int shift,
   return out;
 }
 
-// Adds the source rows of entries [first, last) into acc. Their output rows
-// stay in cache; the source rows are scattered through memory, so they are
-// prefetched.
-template <typename scalar_t, typename acc_t>
+// Combines the source rows of entries [first, last) into acc. Their output
+// rows stay in cache; the source rows are scattered through memory, so they
+// are prefetched.
+template <typename Policy, typename scalar_t, typename acc_t>
 void add_entries(const ScatterProblem& p, const scalar_t* src, const Entry* first,
                  const Entry* last, acc_t* acc) {
   const int64_t inner = p.inner;
@@ -180,7 +198,7 @@ void add_entries(const ScatterProblem& p, const scalar_t* src, const Entry* firs
       }
       const scalar_t* from = src_o + k->e * inner;
       acc_t* to = acc_o + k->row * inner;
-      add_row(to, from, inner);
+      combine_row<Policy>(to, from, inner);
     }
   }
 }
@@ -204,7 +222,7 @@ std::optional<int> bucket_shift(const ScatterProblem& p, int64_t threads) {
 
 // Each thread owns whole buckets: no two threads add into one output row, and
 // every output row sums its source rows in source order.
-template <typename scalar_t, typename acc_t>
+template <typename Policy, typename scalar_t, typename acc_t>
 void scatter_buckets(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc,
                      int shift, int64_t threads) {
   const Buckets buckets = partition_rows(p, index, shift, threads);
@@ -212,7 +230,7 @@ void scatter_buckets(const ScatterProblem& p, const scalar_t* src, const int64_t
   const int64_t count = static_cast<int64_t>(buckets.begin.size()) - 1;
   at::parallel_for(0, count, 1, [&](int64_t b_begin, int64_t b_end) {
     for (int64_t b = b_begin; b < b_end; ++b) {
-      add_entries(p, src, entries + buckets.begin[b], entries + buckets.begin[b + 1], acc);
+      add_entries<Policy>(p, src, entries + buckets.begin[b], entries + buckets.begin[b + 1], acc);
     }
   });
 }
@@ -275,22 +293,23 @@ std::optional<std::vector<int64_t>> balanced_rows(const ScatterProblem& p, const
 //    64-byte-aligned slice of every row's columns. Every source byte is read
 //    once, in order, the output is not copied, and no two threads share a
 //    cache line.
-template <typename scalar_t, typename acc_t>
+template <typename Policy, typename scalar_t, typename acc_t>
 void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc) {
   const int64_t threads = at::get_num_threads();
   const int64_t out_numel = p.outer * p.N * p.inner;
   if (const auto shift = bucket_shift<scalar_t, acc_t>(p, threads)) {
-    scatter_buckets(p, src, index, acc, *shift, threads);
+    scatter_buckets<Policy>(p, src, index, acc, *shift, threads);
     return;
   }
   if (threads == 1 || p.outer * p.E * p.inner < kSerialElements) {
-    add_rows(p, src, index, acc, Slice{0, p.E, 0, p.N, 0, p.inner});
+    add_rows<Policy>(p, src, index, acc, Slice{0, p.E, 0, p.N, 0, p.inner});
     return;
   }
   const int64_t private_bytes = (threads - 1) * out_numel * static_cast<int64_t>(sizeof(acc_t));
   if (private_bytes <= kPrivateBytes && p.N * 4 <= p.E) {
-    const at::Tensor copies = at::zeros(
-        {threads - 1, out_numel}, p.src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    const at::Tensor copies =
+        at::full({threads - 1, out_numel}, Policy::template identity<acc_t>(),
+                 p.src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
     acc_t* copy = copies.mutable_data_ptr<acc_t>();
     const int64_t chunk = at::ceil_div<int64_t>(p.E, threads);
     at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
@@ -298,13 +317,13 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
         acc_t* dst = t == 0 ? acc : copy + (t - 1) * out_numel;
         const Slice slice{std::min(p.E, t * chunk), std::min(p.E, (t + 1) * chunk), 0, p.N, 0,
                           p.inner};
-        add_rows(p, src, index, dst, slice);
+        add_rows<Policy>(p, src, index, dst, slice);
       }
     });
     at::parallel_for(0, out_numel, 1 << 12, [&](int64_t begin, int64_t end) {
       for (int64_t t = 0; t < threads - 1; ++t) {
         const acc_t* from = copy + t * out_numel;
-        for (int64_t j = begin; j < end; ++j) acc[j] += from[j];
+        for (int64_t j = begin; j < end; ++j) Policy::combine(acc[j], from[j]);
       }
     });
     return;
@@ -321,25 +340,26 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
     if (bounds) {
       at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
         for (int64_t t = t_begin; t < t_end; ++t) {
-          add_rows(p, src, index, acc, Slice{0, p.E, (*bounds)[t], (*bounds)[t + 1], 0, p.inner});
+          add_rows<Policy>(p, src, index, acc,
+                           Slice{0, p.E, (*bounds)[t], (*bounds)[t + 1], 0, p.inner});
         }
       });
       return;
     }
     at::parallel_for(0, lines, 1, [&](int64_t line_begin, int64_t line_end) {
       const int64_t col_end = line_end == lines ? p.inner : line_end * kLine;
-      add_rows(p, src, index, acc, Slice{0, p.E, 0, p.N, line_begin * kLine, col_end});
+      add_rows<Policy>(p, src, index, acc, Slice{0, p.E, 0, p.N, line_begin * kLine, col_end});
     });
     return;
   }
   at::parallel_for(0, p.N, 1, [&](int64_t first, int64_t last) {
-    add_rows(p, src, index, acc, Slice{0, p.E, first, last, 0, p.inner});
+    add_rows<Policy>(p, src, index, acc, Slice{0, p.E, first, last, 0, p.inner});
   });
 }
 
 // index has src's shape. Each thread owns a range of (outer, inner) columns;
 // a column's elements all land in that column of the output.
-template <typename scalar_t, typename acc_t>
+template <typename Policy, typename scalar_t, typename acc_t>
 void scatter_columns(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc) {
   const int64_t columns = p.outer * p.inner;
   const int64_t grain = p.outer * p.E * p.inner < kSerialElements ? columns : 1;
@@ -351,74 +371,155 @@ void scatter_columns(const ScatterProblem& p, const scalar_t* src, const int64_t
       acc_t* acc_col = acc + o * p.N * p.inner + i;
       for (int64_t e = 0; e < p.E; ++e) {
         const int64_t pos = base + e * p.inner;
-        acc_col[index[pos] * p.inner] += static_cast<acc_t>(src[pos]);
+        Policy::combine(acc_col[index[pos] * p.inner], static_cast<acc_t>(src[pos]));
       }
     }
   });
 }
 
-// A buffer in src's math type to accumulate into, zeroed unless accumulating
-// and otherwise holding out's values: problem.out itself, or for float16 and
-// bfloat16 a float buffer of its shape.
+// A buffer in src's math type to reduce into, holding the policy's identity
+// unless accumulating and otherwise out's values: problem.out itself, or for
+// float16 and bfloat16 a float buffer of its shape.
+template <typename Policy>
 at::Tensor accumulator(const ScatterProblem& problem) {
   const auto dtype = at::toOpMathType(problem.src.scalar_type());
   if (dtype == problem.out.scalar_type()) {
-    if (!problem.accumulate) problem.out.zero_();
+    if (!problem.accumulate) fill_identity<Policy>(problem.out);
     return problem.out;
   }
-  return problem.accumulate ? problem.out.to(dtype)
-                            : at::zeros_like(problem.out, problem.out.options().dtype(dtype));
+  if (problem.accumulate) return problem.out.to(dtype);
+  auto acc = at::empty_like(problem.out, problem.out.options().dtype(dtype));
+  fill_identity<Policy>(acc);
+  return acc;
 }
 
-// Folds an accumulator() back into problem.out (a no-op when it is problem.out).
-void store_accumulator(const ScatterProblem& problem, const at::Tensor& acc) {
-  if (!acc.is_same(problem.out)) problem.out.copy_(acc);
+// Calls visit(slot, position, e) for every source element: its output slot
+// and its position in src, both flat, and e its position along dim. Threads
+// own disjoint slots, and each slot sees its sources in increasing e.
+template <typename Visit>
+void for_each_source(const ScatterProblem& p, Visit visit) {
+  const int64_t* index = p.index.const_data_ptr<int64_t>();
+  const bool serial = p.src.numel() < kSerialElements;
+  if (p.index_1d) {  // each thread owns a range of output rows
+    at::parallel_for(0, p.N, serial ? p.N : 1, [&](int64_t first, int64_t last) {
+      for (int64_t o = 0; o < p.outer; ++o) {
+        for (int64_t e = 0; e < p.E; ++e) {
+          const int64_t row = index[e];
+          if (row < first || row >= last) continue;
+          for (int64_t f = 0; f < p.inner; ++f) {
+            visit(((o * p.N + row) * p.inner) + f, ((o * p.E + e) * p.inner) + f, e);
+          }
+        }
+      }
+    });
+    return;
+  }
+  const int64_t columns = p.outer * p.inner;  // each thread owns (outer, inner) columns
+  at::parallel_for(0, columns, serial ? columns : 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t o = c / p.inner;
+      const int64_t f = c % p.inner;
+      for (int64_t e = 0; e < p.E; ++e) {
+        const int64_t position = (o * p.E + e) * p.inner + f;
+        visit((o * p.N + index[position]) * p.inner + f, position, e);
+      }
+    }
+  });
+}
+
+// What the policy does once every source is combined: min and max find each
+// slot's arg and give empty slots their value, mean divides by the count.
+template <typename Policy, typename scalar_t, typename acc_t>
+void finalize(const ScatterProblem& p, const scalar_t* src, acc_t* acc) {
+  if constexpr (Policy::kHasArg) {
+    p.arg.fill_(p.E);
+    int64_t* arg = p.arg.mutable_data_ptr<int64_t>();
+    for_each_source(p, [&](int64_t slot, int64_t position, int64_t e) {
+      if (arg[slot] == p.E && Policy::holds(static_cast<acc_t>(src[position]), acc[slot])) arg[slot] = e;
+    });
+    if (!p.accumulate) {
+      const int64_t slots = p.out.numel();
+      at::parallel_for(0, slots, 1 << 14, [&](int64_t begin, int64_t end) {
+        for (int64_t slot = begin; slot < end; ++slot) {
+          if (arg[slot] == p.E) acc[slot] = Policy::template empty<acc_t>();
+        }
+      });
+    }
+  } else if constexpr (Policy::kDividesByCount) {
+    // Counts per output row for a 1-D index, per output element otherwise.
+    const int64_t* index = p.index.const_data_ptr<int64_t>();
+    std::vector<int64_t> counts(p.index_1d ? p.N : p.out.numel(), 0);
+    if (p.index_1d) {
+      for (int64_t e = 0; e < p.E; ++e) ++counts[index[e]];
+    } else {
+      for_each_source(p, [&](int64_t slot, int64_t, int64_t) { ++counts[slot]; });
+    }
+    const int64_t slots = p.out.numel();
+    at::parallel_for(0, slots, 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t slot = begin; slot < end; ++slot) {
+        const int64_t count = p.index_1d ? counts[slot / p.inner % p.N] : counts[slot];
+        acc[slot] = Policy::finalize(acc[slot], count);
+      }
+    });
+  }
 }
 
 }  // namespace
 
-void scatter_sum_kernel_cpu(const ScatterProblem& p) {
-  const auto acc_tensor = accumulator(p);
-  if (p.src.numel() > 0 && p.out.numel() > 0) {
-    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::scatter_sum", [&] {
-      using acc_t = at::opmath_type<scalar_t>;
-      const auto* src = p.src.const_data_ptr<scalar_t>();
-      const auto* index = p.index.const_data_ptr<int64_t>();
-      auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
-      if (p.index_1d) {
-        scatter_rows<scalar_t, acc_t>(p, src, index, acc);
-      } else {
-        scatter_columns<scalar_t, acc_t>(p, src, index, acc);
-      }
-    });
-  }
-  store_accumulator(p, acc_tensor);
+template <typename Policy>
+void scatter_kernel_cpu(const ScatterProblem& p) {
+  const at::Tensor acc_tensor = accumulator<Policy>(p);
+  const bool any = p.src.numel() > 0 && p.out.numel() > 0;
+  AT_DISPATCH_V2(p.src.scalar_type(), kOpName<Policy>, AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const auto* src = p.src.const_data_ptr<scalar_t>();
+    auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
+    if (any && p.index_1d) {
+      scatter_rows<Policy, scalar_t, acc_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
+    } else if (any) {
+      scatter_columns<Policy, scalar_t, acc_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
+    }
+    finalize<Policy, scalar_t, acc_t>(p, src, acc);
+  }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
+  if (!acc_tensor.is_same(p.out)) p.out.copy_(acc_tensor);
 }
 
 namespace {
 
-at::Tensor scatter_sum_cpu(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+template <typename Policy>
+Result<Policy> scatter_cpu(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                            std::optional<c10::SymInt> dim_size) {
   std::optional<int64_t> size;
   if (dim_size) size = dim_size->expect_int();
-  const auto problem = plan(src, index, dim, size);
-  TORCHPLUG_CHECK_CPU(kOp, src);
-  scatter_sum_kernel_cpu(problem);
-  return problem.out;
+  const auto problem = plan<Policy>(src, index, dim, size);
+  TORCHPLUG_CHECK_CPU(kOpName<Policy>, src);
+  scatter_kernel_cpu<Policy>(problem);
+  return results<Policy>(problem);
 }
 
-void scatter_sum_inplace_cpu(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
-                             int64_t dim) {
-  const auto problem = plan_inplace(out, src, index, dim);
-  TORCHPLUG_CHECK_CPU(kOp, src);
-  scatter_sum_kernel_cpu(problem);
+template <typename Policy>
+InplaceResult<Policy> scatter_inplace_cpu(const at::Tensor& out, const at::Tensor& src,
+                                          const at::Tensor& index, int64_t dim) {
+  const auto problem = plan_inplace<Policy>(out, src, index, dim);
+  TORCHPLUG_CHECK_CPU(kOpName<Policy>, src);
+  scatter_kernel_cpu<Policy>(problem);
   finish_inplace(problem, out);
+  if constexpr (Policy::kHasArg) return problem.arg;
 }
 
 }  // namespace
+
+#define TORCHPLUG_INSTANTIATE(name, Policy) template void scatter_kernel_cpu<Policy>(const ScatterProblem&);
+TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_INSTANTIATE)
+#undef TORCHPLUG_INSTANTIATE
+
 }  // namespace torchplug::scatter_detail
 
 TORCH_LIBRARY_IMPL(torchplug, CPU, m) {
-  m.impl("scatter_sum", &torchplug::scatter_detail::scatter_sum_cpu);
-  m.impl("scatter_sum_", &torchplug::scatter_detail::scatter_sum_inplace_cpu);
+  using namespace torchplug::scatter_detail;
+#define TORCHPLUG_CPU(name, Policy)                              \
+  m.impl("scatter_" #name, &scatter_cpu<Policy>);               \
+  m.impl("scatter_" #name "_", &scatter_inplace_cpu<Policy>);
+  TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_CPU)
+#undef TORCHPLUG_CPU
 }

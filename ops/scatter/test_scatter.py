@@ -1347,13 +1347,6 @@ def test_rejects_mixed_devices(cuda_device: str) -> None:
         torchplug.scatter_sum(src.to(cuda_device), index.to(cuda_device), 0, out=out)
 
 
-@pytest.mark.parametrize("reduce", ["mean", "max", "min", "mul"])
-def test_other_reductions_not_implemented(reduce: str, device: str) -> None:
-    src, index = _args(device)
-    with pytest.raises(NotImplementedError, match="not implemented yet"):
-        torchplug.scatter(src, index, 0, reduce=reduce)
-
-
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_second_gpu() -> None:
     torch.manual_seed(21)

@@ -22,8 +22,17 @@ load_builtin_plugins()
 
 from ._C import __version__, with_cuda  # noqa: E402
 from .checks import checked, checks_enabled, set_checks, validates_indices  # noqa: E402
-from .functional import add, scatter, scatter_sum  # noqa: E402
+from .functional import add  # noqa: E402
 from .registry import OpInfo, registry  # noqa: E402
+from .scatter import (  # noqa: E402
+    scatter,
+    scatter_add,
+    scatter_max,
+    scatter_mean,
+    scatter_min,
+    scatter_mul,
+    scatter_sum,
+)
 
 #: Directory to put on ``CMAKE_PREFIX_PATH`` for ``find_package(TorchPlug)``.
 cmake_prefix_path: str = str(Path(__file__).resolve().parent)
@@ -38,6 +47,11 @@ __all__ = [
     "load_plugin",
     "registry",
     "scatter",
+    "scatter_add",
+    "scatter_max",
+    "scatter_mean",
+    "scatter_min",
+    "scatter_mul",
     "scatter_sum",
     "set_checks",
     "validates_indices",

@@ -95,12 +95,21 @@ def test_script_scatter_sum_out(device: str, assert_same_result) -> None:
     assert_same_result(out, want)
 
 
-def test_script_scatter_other_reduce_raises(device: str) -> None:
+@pytest.mark.parametrize("reduce", ["mean", "mul", "min", "max"])
+def test_script_scatter_reductions(reduce: str, device: str, assert_same_result) -> None:
     torch.manual_seed(3)
     x, _, _, dst = _graph_inputs(device)
     src = torch.randn(dst.numel(), 2, device=device)
-    with pytest.raises(Exception, match="not implemented yet"):
-        scripted_scatter(src, dst, 0, None, None, "mean")
+    got = scripted_scatter(src, dst, 0, None, None, reduce)
+    assert_same_result(got, torchplug.scatter(src, dst, 0, reduce=reduce))
+
+
+def test_script_scatter_unknown_reduce_raises(device: str) -> None:
+    torch.manual_seed(3)
+    x, _, _, dst = _graph_inputs(device)
+    src = torch.randn(dst.numel(), 2, device=device)
+    with pytest.raises(Exception, match="reduce must be one of"):
+        scripted_scatter(src, dst, 0, None, None, "median")
 
 
 def test_script_schema_ops_and_grad(device: str, assert_same_result) -> None:

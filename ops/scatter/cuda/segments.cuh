@@ -1,0 +1,369 @@
+#pragma once
+
+// The segment strategy of the scatter family: the index plan's CSR
+// (core/index_plan.cuh), then one thread per (outer, row, column vector)
+// combines its row's sources and writes the row's result once: no atomics, no
+// identity fill, no read-modify-write of rows the L2 cannot hold, and the
+// count of each row at hand for mean. Rows with more than kMaxSegment sources,
+// which would serialise on one thread, go to the long-row kernels: threads
+// take equal slices of the sorted order and combine each run of such a row
+// into a scratch slot in src's math type with one (vector) atomic; a last pass
+// writes those rows. Extra memory: the E-long permutation (not for narrow
+// rows that take the atomic rows), O(N) offsets and the long-row scratch,
+// min(N, ceil(E / kMaxSegment)) rows of inner values in the math type per
+// outer index (none when E <= kMaxSegment); never O(E x F).
+
+#include "../scatter_kernel.h"
+#include "atomic_rows.cuh"
+#include "torchplug/core/index_plan.cuh"
+#include "torchplug/core/launch.cuh"
+#include "torchplug/core/reduction.cuh"
+#include "torchplug/core/vector.cuh"
+
+#include <ATen/OpMathType.h>
+#include <ATen/ceil_div.h>
+#include <ATen/ops/empty.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace torchplug::scatter_detail {
+
+using core::Csr;
+using core::Vector;
+
+constexpr int kRowsPerThread = 16;
+// A row with more sources than this goes to the long-row kernels.
+constexpr int64_t kMaxSegment = 1024;
+
+// One accumulator per (outer, long row) in src's math type, `slots` per outer
+// index: row itself when per_row, else start / kMaxSegment (two long rows start
+// more than kMaxSegment positions apart, so they never share one).
+template <typename acc_t>
+struct LongRowScratch {
+  acc_t* data;
+  int64_t slots;
+  bool per_row;
+
+  __device__ acc_t* row(int64_t o, int64_t row, int64_t start, int64_t inner) const {
+    return data + (o * slots + (per_row ? row : start / kMaxSegment)) * inner;
+  }
+};
+
+// Item t of a grid over (outer, row, column vector).
+struct RowItem {
+  int64_t slot;  // o * N + row
+  int64_t o, row, v;
+};
+
+__device__ __forceinline__ RowItem row_item(int64_t t, int64_t vectors, int64_t outer, int64_t N) {
+  RowItem item;
+  item.slot = t / vectors;
+  item.v = t - item.slot * vectors;
+  item.o = outer == 1 ? 0 : item.slot / N;
+  item.row = item.slot - item.o * N;
+  return item;
+}
+
+// Combines sources k .. k + U - 1 of a row into sum, with all U loads in flight.
+template <typename Policy, int U, bool kPermuted, typename scalar_t, int V, typename offset_t>
+__device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V],
+                                            const scalar_t* column, const offset_t* perm,
+                                            offset_t k, int64_t inner) {
+  at::opmath_type<scalar_t> value[U][V];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t e = kPermuted ? static_cast<int64_t>(perm[k + u]) : static_cast<int64_t>(k + u);
+    core::load_as<scalar_t, V>(column + e * inner, value[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) Policy::combine(sum[j], value[u][j]);
+  }
+}
+
+// Combines sources k .. end - 1 of a row into sum: batches of 8, then, for a
+// sorted index, one batch each of 4, 2 and 1, so that a row's last sources
+// wait out at most three memory latencies. With a permutation that tail
+// measured slower, so there it stays one source at a time.
+template <typename Policy, bool kPermuted, typename scalar_t, int V, typename offset_t>
+__device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], const scalar_t* column,
+                                        const offset_t* perm, offset_t k, offset_t end,
+                                        int64_t inner) {
+  for (; static_cast<int64_t>(k) + 8 <= end; k += 8) add_sources<Policy, 8, kPermuted>(sum, column, perm, k, inner);
+  if constexpr (kPermuted) {
+    for (; k < end; ++k) add_sources<Policy, 1, kPermuted>(sum, column, perm, k, inner);
+  } else {
+    if (end - k >= 4) {
+      add_sources<Policy, 4, kPermuted>(sum, column, perm, k, inner);
+      k += 4;
+    }
+    if (end - k >= 2) {
+      add_sources<Policy, 2, kPermuted>(sum, column, perm, k, inner);
+      k += 2;
+    }
+    if (k < end) add_sources<Policy, 1, kPermuted>(sum, column, perm, k, inner);
+  }
+}
+
+// What a segment kernel needs besides src and out (kernel parameters of their
+// own: __restrict__ on a struct member does not reach the loads).
+template <typename scalar_t, typename offset_t>
+struct Segments {
+  Csr<offset_t> csr;
+  LongRowScratch<at::opmath_type<scalar_t>> scratch;
+  int64_t E, inner, outer, N;
+  int64_t items;  // outer * N * (inner / V)
+  bool accumulate;
+  offset_t* next_tile;  // 0 at launch; see core::for_each_tile
+  int64_t max_segment;  // longer rows go to the long-row kernels
+};
+
+// One thread per (outer, row, column vector) item: combines the row's sources
+// and writes the row's result once. A row with more than max_segment sources
+// is left to the long-row kernels: its scratch slot is set to the identity and
+// *long_rows set.
+// The kernel for each kind of index that may occur is launched (the
+// permuted one unless an unsorted index takes the atomic rows); one that
+// does not match *unsorted returns. The items go out in tiles taken in
+// order (core::for_each_tile), *next_tile counting the tiles taken. Kept
+// lean on purpose: three 64-bit divisions per item and a perm check per
+// source cost this gather a fifth of its bandwidth on the H200, and one
+// kernel for both kinds (the registers of the sorted one) a sixth of it
+// with a permutation.
+template <typename Policy, typename scalar_t, int V, typename offset_t, bool kPermuted>
+__device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
+                                            scalar_t* __restrict__ out,
+                                            const Segments<scalar_t, offset_t>& s) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if ((*s.csr.unsorted != 0) != kPermuted) return;
+  const int64_t vectors = s.inner / V;
+  core::for_each_tile(s.items, s.next_tile, [&](int64_t t) {
+    const RowItem item = row_item(t, vectors, s.outer, s.N);
+    offset_t start, end;
+    s.csr.bounds(item.row, kPermuted, start, end);
+    if (end - start > s.max_segment) {
+      Vector<acc_t, V> identity;
+#pragma unroll
+      for (int j = 0; j < V; ++j) identity.val[j] = Policy::template identity<acc_t>();
+      *reinterpret_cast<Vector<acc_t, V>*>(s.scratch.row(item.o, item.row, start, s.inner) +
+                                           item.v * V) = identity;
+      *s.csr.long_rows = 1;
+      return;
+    }
+    const scalar_t* column = src + item.o * s.E * s.inner + item.v * V;
+    scalar_t* target = out + item.slot * s.inner + item.v * V;
+    acc_t sum[V];
+    if (s.accumulate) {
+      core::load_as<scalar_t, V>(target, sum);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<acc_t>();
+    }
+    add_row<Policy, kPermuted, scalar_t, V>(sum, column, s.csr.perm, start, end, s.inner);
+    Vector<scalar_t, V> result;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      result.val[j] = static_cast<scalar_t>(core::finish<Policy>(sum[j], end - start, s.accumulate));
+    }
+    *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
+  });
+}
+
+template <typename Policy, typename scalar_t, int V, typename offset_t, bool kPermuted>
+__global__ void segment_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                               Segments<scalar_t, offset_t> s) {
+  segment_reduce<Policy, scalar_t, V, offset_t, kPermuted>(src, out, s);
+}
+
+// The permuted gather waits on scattered loads and wants every warp an SM
+// holds: capped at 32 registers (8 blocks of 256 threads per SM) it ran 3%
+// faster on the H200 at F=64, float32 and bfloat16, than with the 34 and 44 it
+// takes uncapped, and 2% slower at F=256 float32 (docs/benchmarks.md). 8- and
+// 16-bit integer types would spill hundreds of bytes under the cap; the cap is
+// kept to floating types (float32 and half spill 8 bytes, bfloat16 and double
+// nothing) with 32-bit offsets. A kernel of its own, not a template argument of
+// segment_kernel: any __launch_bounds__, even (256, 1), changes how ptxas
+// allocates the uncapped kernels' registers (40 -> 54 for the sorted float one).
+template <typename scalar_t, typename offset_t>
+constexpr bool kCapPermutedRegisters =
+    std::is_floating_point_v<at::opmath_type<scalar_t>> && sizeof(offset_t) == 4;
+
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__global__ void __launch_bounds__(core::kThreadsPerBlock, 8)
+    capped_permuted_segment_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                                   Segments<scalar_t, offset_t> s) {
+  segment_reduce<Policy, scalar_t, V, offset_t, true>(src, out, s);
+}
+
+// Combines the sources of long rows into their scratch slots. Thread (o,
+// chunk, v) takes kRowsPerThread consecutive positions of the sorted order and
+// issues one (vector) atomic per run of a long row among them; other rows are
+// skipped.
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__global__ void long_rows_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
+                                 Csr<offset_t> csr, LongRowScratch<at::opmath_type<scalar_t>> scratch,
+                                 int64_t E, int64_t inner, int64_t N, int64_t chunks, int64_t items) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*csr.long_rows == 0) return;
+  const bool permuted = *csr.unsorted != 0;
+  const int64_t positions = csr.rowptr[N];
+  const int64_t vectors = inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+    const int64_t v = t % vectors;
+    const int64_t chunk = t / vectors % chunks;
+    const int64_t o = t / vectors / chunks;
+    const int64_t k_end = min((chunk + 1) * kRowsPerThread, positions);
+    const scalar_t* column = src + o * E * inner + v * V;
+
+    int64_t row = -1;
+    acc_t* target = nullptr;  // the current row's slot, when the row is long
+    acc_t sum[V];
+    for (int64_t k = chunk * kRowsPerThread; k < k_end; ++k) {
+      const int64_t e = permuted ? static_cast<int64_t>(csr.perm[k]) : k;
+      const int64_t next = index[e];
+      if (next != row) {
+        if (target) core::atomic_combine_vector<Policy>(target, sum);
+        row = next;
+        offset_t start, end;
+        csr.bounds(row, permuted, start, end);
+        target = end - start > kMaxSegment ? scratch.row(o, row, start, inner) + v * V : nullptr;
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<acc_t>();
+      }
+      if (target) {
+        acc_t value[V];
+        core::load_as<scalar_t, V>(column + e * inner, value);
+#pragma unroll
+        for (int j = 0; j < V; ++j) Policy::combine(sum[j], value[j]);
+      }
+    }
+    if (target) core::atomic_combine_vector<Policy>(target, sum);
+  }
+}
+
+// Sets the first `vectors` vectors of V values of out to the policy's
+// identity when has_work().
+template <typename Policy, typename scalar_t, int V, typename Gate>
+__global__ void identity_kernel(scalar_t* __restrict__ out, int64_t vectors, Gate has_work) {
+  if (!has_work()) return;
+  Vector<scalar_t, V> identity;
+#pragma unroll
+  for (int j = 0; j < V; ++j) identity.val[j] = Policy::template identity<scalar_t>();
+  TORCHPLUG_GRID_STRIDE_LOOP(t, vectors) reinterpret_cast<Vector<scalar_t, V>*>(out)[t] = identity;
+}
+
+// Writes each long row's result: its scratch slot, combined with out's values
+// when accumulating.
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__global__ void store_long_rows_kernel(Csr<offset_t> csr,
+                                       LongRowScratch<at::opmath_type<scalar_t>> scratch,
+                                       scalar_t* __restrict__ out, int64_t inner, int64_t outer,
+                                       int64_t N, int64_t items, bool accumulate) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*csr.long_rows == 0) return;
+  const bool permuted = *csr.unsorted != 0;
+  const int64_t vectors = inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+    const RowItem item = row_item(t, vectors, outer, N);
+    offset_t start, end;
+    csr.bounds(item.row, permuted, start, end);
+    if (end - start <= kMaxSegment) continue;
+    scalar_t* target = out + item.slot * inner + item.v * V;
+    acc_t sum[V];
+    core::load_as<acc_t, V>(scratch.row(item.o, item.row, start, inner) + item.v * V, sum);
+    if (accumulate) {
+      acc_t before[V];
+      core::load_as<scalar_t, V>(target, before);
+#pragma unroll
+      for (int j = 0; j < V; ++j) Policy::combine(sum[j], before[j]);
+    }
+    Vector<scalar_t, V> result;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      result.val[j] = static_cast<scalar_t>(core::finish<Policy>(sum[j], end - start, accumulate));
+    }
+    *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
+  }
+}
+
+// 1-D index: CSR of the index (core/index_plan.cuh), then segments and long
+// rows, all queued at once (long rows only when E > kMaxSegment). Offsets are
+// 32-bit while E allows: half the bytes and faster atomics. For narrow rows
+// (has_narrow_rows) of a reduction with nothing to finish (sum, mul) an
+// unsorted index takes the atomic rows instead of the permutation (in float32
+// on the H200 up to 7x faster with a random index, and up to 16x with a row
+// taking half of the entries; docs/benchmarks.md): the identity fill and the
+// atomic rows are queued too and return unless the probe or the counting pass
+// flagged the index unsorted. `ordered`: every row combines its sources in
+// source order (a stable permutation, no long rows, no atomics), for
+// deterministic results.
+template <typename Policy, typename scalar_t, typename offset_t>
+void csr_reduce(const ScatterProblem& p, bool ordered) {
+  using acc_t = at::opmath_type<scalar_t>;
+  constexpr bool kFinishes = Policy::kHasArg || Policy::kDividesByCount;
+  const bool atomics_if_unsorted = !kFinishes && !ordered && has_narrow_rows<scalar_t>(p);
+  core::PlanOptions options;
+  options.permutation = ordered ? core::Permutation::kStable
+                        : atomics_if_unsorted ? core::Permutation::kNone
+                                              : core::Permutation::kAtomic;
+  options.probe = atomics_if_unsorted;
+  options.counters = 3;  // the long-rows flag, tiles taken by the sorted and the permuted kernel
+  const auto plan = core::plan_index<offset_t>(p.index, p.E, p.N, options);
+  const core::Csr<offset_t> csr = plan.csr(plan.counter(0));
+
+  // One slot per output row, or per kMaxSegment positions when that is fewer:
+  // never more elements than the output. With E <= kMaxSegment no row is long:
+  // no slots and no long-row launches.
+  const bool may_have_long_rows = !ordered && p.E > kMaxSegment;
+  const int64_t slots =
+      may_have_long_rows ? std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment)) : 0;
+  at::Tensor scratch_tensor = at::empty({p.outer * slots * p.inner},
+                                        p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
+  const LongRowScratch<acc_t> scratch{scratch_tensor.mutable_data_ptr<acc_t>(), slots, slots == p.N};
+
+  const auto* src = p.src.const_data_ptr<scalar_t>();
+  const auto* index = p.index.const_data_ptr<int64_t>();
+  auto* out = p.out.mutable_data_ptr<scalar_t>();
+  core::with_vector_width<scalar_t>(p.inner, {src, out}, [&](auto w) {
+    constexpr int V = decltype(w)::value;
+    const int64_t vectors = p.inner / V;
+    const int64_t rows = p.outer * p.N * vectors;
+    const Segments<scalar_t, offset_t> sorted{csr,     scratch,      p.E,
+                                              p.inner, p.outer,      p.N,
+                                              rows,    p.accumulate, plan.counter(1),
+                                              ordered ? std::numeric_limits<int64_t>::max() : kMaxSegment};
+    core::launch_one_wave(segment_kernel<Policy, scalar_t, V, offset_t, false>, rows, src, out, sorted);
+    if (atomics_if_unsorted) {
+      if constexpr (kOwnAtomicType<scalar_t> && !kFinishes) {  // acc_t is scalar_t: straight into out
+        const IfSet<offset_t> unsorted{plan.unsorted()};
+        if (!p.accumulate) {
+          core::launch_one_wave(identity_kernel<Policy, scalar_t, V, IfSet<offset_t>>, rows, out,
+                                rows, unsorted);
+        }
+        launch_atomic_rows<Policy>(p, src, out, unsorted);
+      }
+    } else {
+      Segments<scalar_t, offset_t> permuted = sorted;
+      permuted.next_tile = plan.counter(2);
+      const auto permuted_kernel = [] {
+        if constexpr (kCapPermutedRegisters<scalar_t, offset_t>) {
+          return capped_permuted_segment_kernel<Policy, scalar_t, V, offset_t>;
+        } else {
+          return segment_kernel<Policy, scalar_t, V, offset_t, true>;
+        }
+      }();
+      core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
+    }
+    if (!may_have_long_rows) return;
+    const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
+    const int64_t slices = p.outer * chunks * vectors;
+    core::launch_one_wave(long_rows_kernel<Policy, scalar_t, V, offset_t>, slices, src, index, csr,
+                          scratch, p.E, p.inner, p.N, chunks, slices);
+    core::launch_one_wave(store_long_rows_kernel<Policy, scalar_t, V, offset_t>, rows, csr, scratch,
+                          out, p.inner, p.outer, p.N, rows, p.accumulate);
+  });
+}
+
+}  // namespace torchplug::scatter_detail
