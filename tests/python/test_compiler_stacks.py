@@ -14,6 +14,7 @@ from torch import Tensor
 from torch.library import opcheck
 
 import torchplug
+from op_table import OpRow, Sample, rows_param
 
 # --------------------------------------------------------------------------- TorchScript
 
@@ -95,12 +96,12 @@ def test_script_scatter_sum_out(device: str, assert_same_result) -> None:
     assert_same_result(out, want)
 
 
-def test_script_scatter_other_reduce_raises(device: str) -> None:
+def test_script_scatter_unknown_reduce_raises(device: str) -> None:
     torch.manual_seed(3)
     x, _, _, dst = _graph_inputs(device)
     src = torch.randn(dst.numel(), 2, device=device)
-    with pytest.raises(Exception, match="not implemented yet"):
-        scripted_scatter(src, dst, 0, None, None, "mean")
+    with pytest.raises(Exception, match="median"):
+        scripted_scatter(src, dst, 0, None, None, "median")
 
 
 def test_script_schema_ops_and_grad(device: str, assert_same_result) -> None:
@@ -187,11 +188,37 @@ def _scatter_inplace_samples(device: str) -> list[tuple]:
     ]
 
 
+# Hand-written samples of the ops that came first (gradients through the
+# schema ops included); every row of the op table adds its own samples below.
 SAMPLES: dict[str, Callable[[str], list[tuple]]] = {
     "add": _add_samples,
     "scatter_sum": _scatter_samples,
     "scatter_sum_": _scatter_inplace_samples,
 }
+
+
+def _with_dim_size(row: OpRow, sample: Sample) -> Sample:
+    """The sample with dim_size spelled out: fake tensors cannot size an output
+    from the index's values (torch.compile without dim_size is a test of its own)."""
+    if row.kind != "scatter" or sample.out is not None or sample.dim_size is not None:
+        return sample
+    n = row.reference(sample).value.size(sample.dim)
+    return Sample(sample.inputs, sample.dim, n, None, sample.desc)
+
+
+def table_opcheck_calls(row: OpRow, device: str) -> list[tuple]:
+    """(overload, args) for every sample of the row in float32, and float64
+    samples with src (add: both operands) requiring grad."""
+    calls = []
+    for sample in row.samples(device, torch.float32, seed=12):
+        calls.append(row.schema_args(_with_dim_size(row, sample)))
+    for sample in row.grad_samples(device, seed=13):
+        sample = _with_dim_size(row, sample)
+        grads = 2 if row.kind == "elementwise" else 1
+        inputs = tuple(t.detach().clone().requires_grad_() if i < grads else t
+                       for i, t in enumerate(sample.inputs))
+        calls.append(row.schema_args(Sample(inputs, sample.dim, sample.dim_size, sample.out, sample.desc)))
+    return calls
 
 
 @pytest.mark.parametrize("test_util", TEST_UTILS)
@@ -201,6 +228,39 @@ def test_opcheck(name: str, test_util: str, device: str) -> None:
     for args in SAMPLES[name](device):
         result = opcheck(op, args, test_utils=test_util)
         assert result[test_util] == "SUCCESS", (args, result)
+
+
+@pytest.mark.parametrize("test_util", TEST_UTILS)
+@pytest.mark.parametrize("row", rows_param())
+def test_opcheck_table(row: OpRow, test_util: str, device: str) -> None:
+    """opcheck over the op table's samples: the functional schema, and the
+    in-place schema for the samples with out=."""
+    for op, args in table_opcheck_calls(row, device):
+        result = opcheck(op, args, test_utils=test_util)
+        assert result[test_util] == "SUCCESS", (op, args, result)
+
+
+@pytest.mark.parametrize("row", rows_param())
+def test_script_table(row: OpRow, device: str, assert_same_result) -> None:
+    """The friendly function scripted (and torchplug.scatter(reduce=) for the
+    scatter rows) gives the eager results on every sample of the row."""
+    scripted = torch.jit.script(row.fn())
+    generic = torch.jit.script(torchplug.scatter) if row.reduce else None
+    for sample in row.samples(device, torch.float32, seed=14):
+        want = row.call(sample)
+        if row.kind == "elementwise":
+            got = scripted(*sample.inputs)
+        else:
+            src, index = sample.inputs
+            got = scripted(src, index, sample.dim, sample.fresh_out(), sample.dim_size)
+        got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+        assert len(got) == len(want), sample
+        for g, w in zip(got, want):
+            assert_same_result(g, w)
+        if generic is not None:
+            src, index = sample.inputs
+            assert_same_result(generic(src, index, sample.dim, sample.fresh_out(), sample.dim_size, row.reduce),
+                               want[0])
 
 
 # --------------------------------------------------------------------------- torch.compile
@@ -312,3 +372,45 @@ def test_compile_with_out(device: str) -> None:
     want = _run(message_passing_out, inputs, weights)
     compiled = _compile(message_passing_out, "aot_eager", device)
     _assert_matches(_run(compiled, inputs, weights), want, "aot_eager")
+
+
+def _table_loss(row: OpRow, sample: Sample, weights: Tensor):
+    """fn(src or (a, b), extra) -> (outputs..., loss) over the row's
+    differentiable output 0, for compiling."""
+
+    def fn(*tensors: Tensor):
+        if row.kind == "elementwise":
+            outputs = (row.fn()(*tensors),)
+        else:
+            result = row.fn()(tensors[0], sample.inputs[1], sample.dim, dim_size=sample.dim_size)
+            outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        return outputs + ((outputs[0] * weights).sum(),)
+
+    return fn
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("row", rows_param())
+def test_compile_table(row: OpRow, backend: str, device: str) -> None:
+    """torch.compile(fullgraph=True) of each row's op with dim_size given:
+    forward outputs (args included) and the gradients match eager."""
+    for sample in row.grad_samples(device, seed=15)[:3]:
+        sample = _with_dim_size(row, sample)
+        if sample.out is not None:
+            continue
+        leaves = sample.inputs[:2] if row.kind == "elementwise" else sample.inputs[:1]
+        want_out = row.call(sample)
+        weights = torch.randn(want_out[0].shape, dtype=want_out[0].dtype, device=device)
+        fn = _table_loss(row, sample, weights)
+
+        def run(f):
+            xs = [t.detach().clone().requires_grad_() for t in leaves]
+            results = f(*xs)
+            grads = torch.autograd.grad(results[-1], xs)
+            return tuple(r.detach() for r in results[:-1]) + tuple(grads)
+
+        want = run(fn)
+        with _inductor_config(backend, device):
+            got = run(_compile(fn, backend, device))
+        torch._dynamo.reset()
+        _assert_matches(got, want, backend)
