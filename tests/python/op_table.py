@@ -25,8 +25,7 @@ import torch
 from torch import Tensor
 
 import torchplug
-from scatter_reference import (Reduced, assert_reduced_close, broadcast_index, default_dim_size,
-                               reduce_grad_reference, reduce_reference)
+from scatter_reference import Reduced, assert_reduced_close, reduce_grad_reference, reduce_reference
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INTS = (torch.int32, torch.int64)

@@ -60,7 +60,6 @@ The other reductions (scatter_reference.assert_reduced_close):
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import pytest
 import torch
