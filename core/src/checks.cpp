@@ -5,9 +5,11 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
-#include <cstring>
+#include <string>
 
 namespace torchplug::core {
 
@@ -114,11 +116,32 @@ void check_index_range(const char* op, const char* arg, IndexBounds bounds, int6
 
 namespace {
 
+// TORCHPLUG_CHECKS as a boolean: unset or empty is off; 1/true/yes/on and
+// 0/false/no/off (any case, surrounding blanks ignored) turn checked mode on
+// and off; anything else is an error naming the variable and its value.
+bool checks_from_environment() {
+  const char* raw = std::getenv("TORCHPLUG_CHECKS");
+  if (raw == nullptr) return false;
+  std::string value(raw);
+  const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!value.empty() && blank(value.back())) value.pop_back();
+  value.erase(value.begin(), std::find_if_not(value.begin(), value.end(), blank));
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value.empty()) return false;
+  for (const char* on : {"1", "true", "yes", "on"}) {
+    if (value == on) return true;
+  }
+  for (const char* off : {"0", "false", "no", "off"}) {
+    if (value == off) return false;
+  }
+  TORCH_CHECK_VALUE(false, "torchplug: environment variable TORCHPLUG_CHECKS='", raw,
+                    "' is not a boolean; expected one of 1, 0, true, false, yes, no, on, off "
+                    "(any case) or unset");
+}
+
 std::atomic<bool>& cuda_checks() {
-  static std::atomic<bool> enabled([] {
-    const char* value = std::getenv("TORCHPLUG_CHECKS");
-    return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
-  }());
+  static std::atomic<bool> enabled(checks_from_environment());
   return enabled;
 }
 

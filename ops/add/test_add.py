@@ -334,3 +334,23 @@ def test_second_gpu() -> None:
     out = torchplug.add(a, b)
     assert out.device == a.device
     assert_same(out, a + b)
+
+
+@pytest.mark.parametrize(
+    "shape_a, shape_b",
+    [((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ()), ((1,), (3, 2)), ((2, 3), (2, 3))],
+)
+def test_backward_returns_each_input_shape(shape_a: tuple, shape_b: tuple, device: str) -> None:
+    """add's own backward sums grad_out back to each input's shape. Called
+    through the graph node directly: the autograd engine would otherwise sum
+    a gradient of the broadcast shape down itself and hide a backward that
+    forgot to (the result of torch.autograd.grad is the same either way)."""
+    a = torch.randn(shape_a, dtype=torch.float64, device=device, requires_grad=True)
+    b = torch.randn(shape_b, dtype=torch.float32, device=device, requires_grad=True)
+    out = torchplug.add(a, b)
+    grad = torch.randn(out.shape, dtype=out.dtype, device=device)
+    grad_a, grad_b = out.grad_fn(grad)
+    assert grad_a.shape == a.shape and grad_a.dtype == a.dtype
+    assert grad_b.shape == b.shape and grad_b.dtype == b.dtype
+    torch.testing.assert_close(grad_a, grad.sum_to_size(a.shape).to(a.dtype), rtol=0, atol=0)
+    torch.testing.assert_close(grad_b, grad.sum_to_size(b.shape).to(b.dtype))

@@ -21,7 +21,10 @@
 #include "torchplug/core/checks.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/clamp_min.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/scatter.h>
@@ -70,21 +73,33 @@ Saved load(AutogradContext* ctx) {
           ctx->saved_data["src_sizes"].toSymIntVector(), ctx->saved_data["validated"].toBool()};
 }
 
-// values (out's shape) read at each src element's slot; 0 for skipped elements.
+// values (out's shape) read at each src element's slot; 0 for skipped elements,
+// which read a slot of zeros appended past the last (no guard on the output
+// size, which may be an unbacked symbol under torch.compile).
 at::Tensor gather_slots(const char* op, const Saved& s, const at::Tensor& values) {
   if (s.validated) return at::gather(values, s.dim, core::broadcast(op, s.index, s.src_sizes, s.dim));
   const auto size = values.sym_size(s.dim);
-  if (size == 0) return at::zeros_symint(s.src_sizes, values.options());  // every value was skipped
+  auto pad_sizes = values.sym_sizes().vec();
+  pad_sizes[s.dim] = 1;
+  const auto padded = at::cat({values, at::zeros_symint(pad_sizes, values.options())}, s.dim);
   const auto inside = s.index.ge(0).logical_and_(s.index.lt(size));
-  const auto safe = s.index.clamp(0, (size - 1).guard_int(__FILE__, __LINE__));
-  const auto gathered = at::gather(values, s.dim, core::broadcast(op, safe, s.src_sizes, s.dim));
-  return at::where(core::broadcast(op, inside, s.src_sizes, s.dim), gathered, 0);
+  const auto safe = at::where(inside, s.index, at::scalar_tensor(size, s.index.options()));
+  return at::gather(padded, s.dim, core::broadcast(op, safe, s.src_sizes, s.dim));
+}
+
+// The reduction of values into slots shaped like `like`, starting from
+// `start` (the in-place op: no output size to pass, which under torch.compile
+// may be an unbacked symbol that backward cannot take from forward).
+template <typename Policy>
+at::Tensor reduce_like(const Saved& s, const at::Tensor& values, const at::Tensor& like, double start) {
+  auto result = at::full_like(like, start, values.options());
+  call_scatter_<Policy>(result, values, s.index, s.dim);
+  return result;
 }
 
 // How many src elements land in each slot, at least 1, in grad's dtype.
 at::Tensor clamped_count(const Saved& s, const at::Tensor& grad) {
-  const auto ones = at::ones_symint(s.src_sizes, grad.options());
-  return call_scatter<SumPolicy>(ones, s.index, s.dim, grad.sym_size(s.dim)).clamp_min(1);
+  return reduce_like<SumPolicy>(s, at::ones_symint(s.src_sizes, grad.options()), grad, 0).clamp_min(1);
 }
 
 // grad_out scattered to the arg positions (arg == src.size(dim) goes nowhere).
@@ -100,10 +115,8 @@ at::Tensor scatter_to_arg(const Saved& s, const at::Tensor& grad, const at::Tens
 // times the product of the slot's other sources.
 at::Tensor mul_src_grad(const Saved& s, const at::Tensor& grad_times_base) {
   const auto zero = s.src.eq(0);
-  const auto size = grad_times_base.sym_size(s.dim);
-  const auto zeros = call_scatter<SumPolicy>(zero.to(grad_times_base.scalar_type()), s.index, s.dim, size);
-  const auto nonzero_product =
-      call_scatter<MulPolicy>(s.src.masked_fill(zero, 1), s.index, s.dim, size);
+  const auto zeros = reduce_like<SumPolicy>(s, zero.to(s.src.scalar_type()), grad_times_base, 0);
+  const auto nonzero_product = reduce_like<MulPolicy>(s, s.src.masked_fill(zero, 1), grad_times_base, 1);
   const auto zeros_at = gather_slots(kOpName<MulPolicy>, s, zeros);
   const auto product_at = gather_slots(kOpName<MulPolicy>, s, nonzero_product);
   const auto others = at::where(zero, at::where(zeros_at.eq(1), product_at, 0),
@@ -124,7 +137,7 @@ std::pair<at::Tensor, at::Tensor> gradients(const Saved& s, const at::Tensor& gr
   } else if constexpr (Policy::kReduce == core::Reduce::kMul) {
     const auto src_grad = mul_src_grad(s, s.base.defined() ? grad * s.base : grad);
     if (!s.base.defined()) return {src_grad, at::Tensor()};
-    return {src_grad, grad * call_scatter<MulPolicy>(s.src, s.index, s.dim, grad.sym_size(s.dim))};
+    return {src_grad, grad * reduce_like<MulPolicy>(s, s.src, grad, 1)};
   } else {
     const auto empty = s.arg.eq(s.src_sizes[s.dim]);
     return {scatter_to_arg(s, grad, s.arg), at::where(empty, grad, 0)};

@@ -429,14 +429,17 @@ void for_each_source(const ScatterProblem& p, Visit visit) {
 
 // What the policy does once every source is combined: min and max find each
 // slot's arg and give empty slots their value, mean divides by the count.
+// `any`: some source lands somewhere (src and out are not empty).
 template <typename Policy, typename scalar_t, typename acc_t>
-void finalize(const ScatterProblem& p, const scalar_t* src, acc_t* acc) {
+void finalize(const ScatterProblem& p, const scalar_t* src, acc_t* acc, bool any) {
   if constexpr (Policy::kHasArg) {
     p.arg.fill_(p.E);
     int64_t* arg = p.arg.mutable_data_ptr<int64_t>();
-    for_each_source(p, [&](int64_t slot, int64_t position, int64_t e) {
-      if (arg[slot] == p.E && Policy::holds(static_cast<acc_t>(src[position]), acc[slot])) arg[slot] = e;
-    });
+    if (any) {
+      for_each_source(p, [&](int64_t slot, int64_t position, int64_t e) {
+        if (arg[slot] == p.E && Policy::holds(static_cast<acc_t>(src[position]), acc[slot])) arg[slot] = e;
+      });
+    }
     if (!p.accumulate) {
       const int64_t slots = p.out.numel();
       at::parallel_for(0, slots, 1 << 14, [&](int64_t begin, int64_t end) {
@@ -449,9 +452,9 @@ void finalize(const ScatterProblem& p, const scalar_t* src, acc_t* acc) {
     // Counts per output row for a 1-D index, per output element otherwise.
     const int64_t* index = p.index.const_data_ptr<int64_t>();
     std::vector<int64_t> counts(p.index_1d ? p.N : p.out.numel(), 0);
-    if (p.index_1d) {
+    if (any && p.index_1d) {
       for (int64_t e = 0; e < p.E; ++e) ++counts[index[e]];
-    } else {
+    } else if (any) {
       for_each_source(p, [&](int64_t slot, int64_t, int64_t) { ++counts[slot]; });
     }
     const int64_t slots = p.out.numel();
@@ -479,7 +482,7 @@ void scatter_kernel_cpu(const ScatterProblem& p) {
     } else if (any) {
       scatter_columns<Policy, scalar_t, acc_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
     }
-    finalize<Policy, scalar_t, acc_t>(p, src, acc);
+    finalize<Policy, scalar_t, acc_t>(p, src, acc, any);
   }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
   if (!acc_tensor.is_same(p.out)) p.out.copy_(acc_tensor);
 }

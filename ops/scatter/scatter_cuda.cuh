@@ -21,7 +21,7 @@
 // identity (or out's values); then, for min and max, an arg pass finds the
 // smallest source position holding each slot's value, and a finishing pass
 // gives empty slots their value and divides mean by the counts. The segments
-// finish each row themselves; min and max still take the arg pass.
+// finish each row themselves, min and max with their arg.
 // The cost limits between strategies were measured for sum.
 
 #include "cuda/atomic_rows.cuh"
@@ -260,15 +260,20 @@ inline ScatterProblem flattened(const ScatterProblem& p) {
   flat.inner = 1;
   flat.N = p.out.numel();
   flat.out = p.out.view({flat.N});
+  if (p.arg.defined()) flat.arg = p.arg.view({flat.N});
   return flat;
 }
 
+// The segments over p, or over p flattened (`flat`: one value per element,
+// in an order that keeps each slot's sources in source order).
 template <typename Policy, typename scalar_t>
-void segments(const ScatterProblem& p, bool ordered) {
-  if (p.E <= std::numeric_limits<int32_t>::max()) {
-    csr_reduce<Policy, scalar_t, int32_t>(p, ordered);
+void segments(const ScatterProblem& p, bool ordered, bool flat) {
+  const ScatterProblem& q = flat ? flattened(p) : p;
+  const ArgPositions positions{p.inner, flat ? p.E : 0, p.E};
+  if (q.E <= std::numeric_limits<int32_t>::max()) {
+    csr_reduce<Policy, scalar_t, int32_t>(q, ordered, positions);
   } else {
-    csr_reduce<Policy, scalar_t, int64_t>(p, ordered);
+    csr_reduce<Policy, scalar_t, int64_t>(q, ordered, positions);
   }
 }
 
@@ -283,13 +288,11 @@ void scatter_kernel_cuda(const ScatterProblem& p) {
       if (!p.accumulate) p.out.fill_(Policy::template empty<acc_t>());
       if constexpr (Policy::kHasArg) p.arg.fill_(p.E);
     } else if (std::is_floating_point_v<acc_t> && at::globalContext().deterministicAlgorithms()) {
-      segments<Policy, scalar_t>(p.index_1d && p.inner > 1 ? p : flattened(p), true);
-      if constexpr (Policy::kHasArg) find_args<Policy, scalar_t>(p, p.out.const_data_ptr<scalar_t>());
+      segments<Policy, scalar_t>(p, true, !(p.index_1d && p.inner > 1));
     } else if (takes_atomic_rows<Policy, scalar_t>(p)) {
       atomic_rows<Policy, scalar_t>(p);
     } else if (p.index_1d && p.inner > 1) {
-      segments<Policy, scalar_t>(p, false);
-      if constexpr (Policy::kHasArg) find_args<Policy, scalar_t>(p, p.out.const_data_ptr<scalar_t>());
+      segments<Policy, scalar_t>(p, false, false);
     } else {
       warp_runs<Policy, scalar_t>(p);
     }

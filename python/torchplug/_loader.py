@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from ._dynamic_sizes import register_dynamic_sizes
+
 _LIB_DIR = Path(__file__).resolve().parent / "lib"
 _CORE = "libtorchplug_core.so"
 
@@ -18,6 +20,7 @@ def load_builtin_plugins() -> None:
     for library in sorted(_LIB_DIR.glob("libtorchplug_*.so")):
         if library.name != _CORE:
             torch.ops.load_library(str(library))
+    register_dynamic_sizes()
 
 
 def load_plugin(path: str | os.PathLike[str]) -> None:
@@ -30,3 +33,4 @@ def load_plugin(path: str | os.PathLike[str]) -> None:
     if not path.is_file():
         raise FileNotFoundError(f"torchplug.load_plugin: no library at '{path}'")
     torch.ops.load_library(str(path))
+    register_dynamic_sizes()

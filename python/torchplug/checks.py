@@ -18,8 +18,10 @@ def set_checks(enabled: bool) -> None:
     over the index and a device synchronisation per call (docs/reliability.md
     gives the measured cost). With it off (the default), CUDA kernels skip such
     values: nothing is written out of bounds and their gradient is zero. CPU
-    kernels always validate. ``TORCHPLUG_CHECKS=1`` in the environment turns it
-    on at import.
+    kernels always validate. ``TORCHPLUG_CHECKS`` in the environment sets it
+    at import: ``1``, ``true``, ``yes`` or ``on`` turn it on, ``0``,
+    ``false``, ``no`` or ``off`` (or unset, or empty) leave it off, in any
+    case; any other value makes ``import torchplug`` raise ``ValueError``.
     """
     _C.set_cuda_checks(bool(enabled))
 
@@ -48,3 +50,8 @@ def validates_indices(device: torch.device | str) -> bool:
     ``IndexError`` on a bad one: always on the CPU, on CUDA in checked mode.
     Otherwise CUDA kernels skip such values."""
     return _C.validates_indices(str(torch.device(device)))
+
+
+# Read TORCHPLUG_CHECKS now, so that a value that is not a boolean fails the
+# import with a message naming it instead of the first CUDA call.
+checks_enabled()

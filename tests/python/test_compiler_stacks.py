@@ -14,6 +14,7 @@ from torch import Tensor
 from torch.library import opcheck
 
 import torchplug
+from op_table import OpRow, Sample, rows_param
 
 # --------------------------------------------------------------------------- TorchScript
 
@@ -196,11 +197,27 @@ def _scatter_inplace_samples(device: str) -> list[tuple]:
     ]
 
 
+# Hand-written samples of the ops that came first (gradients through the
+# schema ops included); every row of the op table adds its own samples below.
 SAMPLES: dict[str, Callable[[str], list[tuple]]] = {
     "add": _add_samples,
     "scatter_sum": _scatter_samples,
     "scatter_sum_": _scatter_inplace_samples,
 }
+
+
+def table_opcheck_calls(row: OpRow, device: str) -> list[tuple]:
+    """(overload, args) for every sample of the row in float32, and float64
+    samples with src (add: both operands) requiring grad."""
+    calls = []
+    for sample in row.samples(device, torch.float32, seed=12):
+        calls.append(row.schema_args(sample))
+    for sample in row.grad_samples(device, seed=13):
+        grads = 2 if row.kind == "elementwise" else 1
+        inputs = tuple(t.detach().clone().requires_grad_() if i < grads else t
+                       for i, t in enumerate(sample.inputs))
+        calls.append(row.schema_args(Sample(inputs, sample.dim, sample.dim_size, sample.out, sample.desc)))
+    return calls
 
 
 @pytest.mark.parametrize("test_util", TEST_UTILS)
@@ -210,6 +227,42 @@ def test_opcheck(name: str, test_util: str, device: str) -> None:
     for args in SAMPLES[name](device):
         result = opcheck(op, args, test_utils=test_util)
         assert result[test_util] == "SUCCESS", (args, result)
+
+
+@pytest.mark.parametrize("test_util", TEST_UTILS)
+@pytest.mark.parametrize("row", rows_param())
+def test_opcheck_table(row: OpRow, test_util: str, device: str) -> None:
+    """opcheck over the op table's samples: the functional schema, and the
+    in-place schema for the samples with out=."""
+    for op, args in table_opcheck_calls(row, device):
+        if test_util == "test_aot_dispatch_static" and row.kind == "scatter" and len(args) == 4 \
+                and args[3] is None:
+            continue  # a static graph cannot hold a size read off the index (the dynamic one does)
+        result = opcheck(op, args, test_utils=test_util)
+        assert result[test_util] == "SUCCESS", (op, args, result)
+
+
+@pytest.mark.parametrize("row", rows_param())
+def test_script_table(row: OpRow, device: str, assert_same_result) -> None:
+    """The friendly function scripted (and torchplug.scatter(reduce=) for the
+    scatter rows) gives the eager results on every sample of the row."""
+    scripted = torch.jit.script(row.fn())
+    generic = torch.jit.script(torchplug.scatter) if row.reduce else None
+    for sample in row.samples(device, torch.float32, seed=14):
+        want = row.call(sample)
+        if row.kind == "elementwise":
+            got = scripted(*sample.inputs)
+        else:
+            src, index = sample.inputs
+            got = scripted(src, index, sample.dim, sample.fresh_out(), sample.dim_size)
+        got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+        assert len(got) == len(want), sample
+        for g, w in zip(got, want):
+            assert_same_result(g, w)
+        if generic is not None:
+            src, index = sample.inputs
+            assert_same_result(generic(src, index, sample.dim, sample.fresh_out(), sample.dim_size, row.reduce),
+                               want[0])
 
 
 # --------------------------------------------------------------------------- torch.compile
@@ -321,3 +374,45 @@ def test_compile_with_out(device: str) -> None:
     want = _run(message_passing_out, inputs, weights)
     compiled = _compile(message_passing_out, "aot_eager", device)
     _assert_matches(_run(compiled, inputs, weights), want, "aot_eager")
+
+
+def _table_loss(row: OpRow, sample: Sample, weights: Tensor):
+    """fn(src or (a, b), extra) -> (outputs..., loss) over the row's
+    differentiable output 0, for compiling."""
+
+    def fn(*tensors: Tensor):
+        if row.kind == "elementwise":
+            outputs = (row.fn()(*tensors),)
+        else:
+            result = row.fn()(tensors[0], sample.inputs[1], sample.dim, dim_size=sample.dim_size)
+            outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        return outputs + ((outputs[0] * weights).sum(),)
+
+    return fn
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("row", rows_param())
+def test_compile_table(row: OpRow, backend: str, device: str) -> None:
+    """torch.compile(fullgraph=True) of each row's op, with and without
+    dim_size (an output size read off the index values is an unbacked symbol):
+    forward outputs (args included) and the gradients match eager."""
+    for sample in row.grad_samples(device, seed=15)[:3]:
+        if sample.out is not None:
+            continue
+        leaves = sample.inputs[:2] if row.kind == "elementwise" else sample.inputs[:1]
+        want_out = row.call(sample)
+        weights = torch.randn(want_out[0].shape, dtype=want_out[0].dtype, device=device)
+        fn = _table_loss(row, sample, weights)
+
+        def run(f):
+            xs = [t.detach().clone().requires_grad_() for t in leaves]
+            results = f(*xs)
+            grads = torch.autograd.grad(results[-1], xs)
+            return tuple(r.detach() for r in results[:-1]) + tuple(grads)
+
+        want = run(fn)
+        with _inductor_config(backend, device):
+            got = run(_compile(fn, backend, device))
+        torch._dynamo.reset()
+        _assert_matches(got, want, backend)

@@ -1,4 +1,6 @@
-"""CUDA reliability: bad indices, checked mode, devices and streams, sizes past 2^31.
+"""CUDA reliability: bad indices, checked mode, devices and streams, sizes past
+2^31, deterministic mode. The cases that hold for every op run over the op
+table (op_table.py); scatter_sum's own strategies keep their cases.
 
 Every test here needs a GPU and is skipped without one; the multi-GPU tests need
 two, the size tests about 40 GB of free device memory.
@@ -14,6 +16,8 @@ import pytest
 import torch
 
 import torchplug
+from op_table import OpRow, Sample, rows_param, scatter_rows_param, values
+from scatter_reference import Reduced, assert_reduced_close, reduce_grad_reference, reduce_reference
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
@@ -45,26 +49,40 @@ def bad_index(E: int, N: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("F", [1, 16, 64])
 @pytest.mark.parametrize("order", ["random", "sorted"])
-def test_out_of_range_skipped_and_context_survives(checks_off, F: int, order: str) -> None:
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_out_of_range_skipped_and_context_survives(checks_off, row: OpRow, F: int, order: str) -> None:
+    """Without checked mode bad index values are skipped: the values and args
+    are those of the sources that remain, their gradient is zero, and the
+    CUDA context stays usable."""
     torch.manual_seed(0)
     E, N = 4096, 100
     index = bad_index(E, N)
     if order == "sorted":
         index = index.sort().values
-    src = torch.randn(E, F, device="cuda", dtype=torch.float64, requires_grad=True)
-    out = torchplug.scatter_sum(src, index, 0, dim_size=N)
+    g = torch.Generator().manual_seed(0)
+    # mul without zero factors: with about 40 factors a slot, zeros would
+    # leave nearly every product (and its gradient) 0.
+    src = values((E, F), torch.float64, row.reduce, g, zeros=False).cuda().requires_grad_()
+    outputs = row.call(Sample((src, index), 0, N))
     keep = (index >= 0) & (index < N)
-    want = torch.zeros(N, F, device="cuda", dtype=torch.float64).index_add_(
-        0, index[keep], src.detach()[keep]
-    )
-    torch.testing.assert_close(out, want)
-    grad = torch.randn_like(out)
-    out.backward(grad)
+    keep_full = keep.view(E, 1).expand(E, F)
+    ref = reduce_reference(src.detach(), index, 0, row.reduce, N, keep=keep_full)
+    assert_reduced_close(outputs[0].cpu(), _cpu(ref), row.reduce, torch.float64, "skipped values")
+    for position in row.args:
+        torch.testing.assert_close(outputs[position], ref.arg, rtol=0, atol=0)
+    grad = torch.randn_like(outputs[0])
+    (got,) = torch.autograd.grad(outputs[0], (src,), grad)
+    kept_grad, _ = reduce_grad_reference(src.detach()[keep], index[keep], 0, row.reduce, grad, dim_size=N)
     want_grad = torch.zeros_like(src)
-    want_grad[keep] = grad[index[keep]]
-    torch.testing.assert_close(src.grad, want_grad, rtol=0, atol=0)
+    want_grad[keep] = kept_grad
+    exact = row.reduce in ("sum", "min", "max")  # gathers: no arithmetic
+    torch.testing.assert_close(got, want_grad, rtol=0 if exact else 1e-12, atol=0 if exact else 1e-12)
     torch.cuda.synchronize()  # a poisoned context would raise here
     assert torch.ones(3, device="cuda").sum().item() == 3
+
+
+def _cpu(ref: Reduced) -> Reduced:
+    return Reduced(*(None if t is None else t.cpu() for t in (ref.value, ref.arg, ref.count, ref.terms, ref.mag)))
 
 
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
@@ -120,80 +138,170 @@ def test_hot_row_with_out_of_range_values(checks_off, dtype: torch.dtype) -> Non
     torch.testing.assert_close(out, want, rtol=0, atol=0)
 
 
-def test_checked_mode_raises_before_writing(checks_on) -> None:
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_checked_mode_raises_before_writing(checks_on, row: OpRow) -> None:
     E, N = 1000, 50
     index = bad_index(E, N)
     src = torch.randn(E, 8, device="cuda")
     out = torch.randn(N, 8, device="cuda")
     before = out.clone()
-    with pytest.raises(IndexError, match=r"torchplug::scatter_sum.*'index'"):
-        torchplug.scatter_sum(src, index, 0, out=out)
+    with pytest.raises(IndexError, match=rf"torchplug::{row.name}.*'index'"):
+        row.fn()(src, index, 0, out=out)
     torch.testing.assert_close(out, before, rtol=0, atol=0)
-    with pytest.raises(IndexError, match=r"torchplug::scatter_sum.*'index'"):
-        torchplug.scatter_sum(src, index, 0, dim_size=N)
-    good = index.clamp(0, N - 1)
-    torch.testing.assert_close(
-        torchplug.scatter_sum(src, good, 0, dim_size=N),
-        torch.zeros(N, 8, device="cuda").index_add_(0, good, src),
-    )
+    with pytest.raises(IndexError, match=rf"torchplug::{row.name}.*'index'"):
+        row.fn()(src, index, 0, dim_size=N)
+    good = Sample((src, index.clamp(0, N - 1)), 0, N)
+    row.check(row.call(good), good)
 
 
-def test_checked_mode_from_environment() -> None:
-    code = "import torchplug; print(torchplug.checks_enabled())"
-    for value, expected in [("1", "True"), ("0", "False")]:
-        env = dict(os.environ, TORCHPLUG_CHECKS=value)
-        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == expected
+# A CUDA call with an out-of-range index in a fresh process: prints "raised"
+# when it raises IndexError, "skipped" when it returns.
+_ENV_PROBE = """
+import torch, torchplug
+src = torch.ones(6, 2, device="cuda")
+index = torch.tensor([0, 1, 9, 2, 0, 1], device="cuda")
+try:
+    out = torchplug.{name}(src, index, 0, dim_size=3)
+    torch.cuda.synchronize()
+    print("skipped")
+except IndexError:
+    print("raised")
+"""
+
+
+@pytest.mark.parametrize("value, expected", [("1", "raised"), ("true", "raised"), ("On", "raised"),
+                                             ("0", "skipped"), ("false", "skipped"), ("NO", "skipped")])
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_checked_mode_from_environment(row: OpRow, value: str, expected: str) -> None:
+    """TORCHPLUG_CHECKS is a boolean: false leaves checked mode off (the bad
+    value is skipped), true turns it on (the call raises)."""
+    env = dict(os.environ, TORCHPLUG_CHECKS=value)
+    result = subprocess.run([sys.executable, "-c", _ENV_PROBE.format(name=row.name)], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
+def _large_sample(row: OpRow, dtype: torch.dtype, device, seed: int, E: int = 20000, F: int = 32,
+                  N: int = 500) -> Sample:
+    """A sample big enough for every CUDA strategy's parallel paths (add: a
+    broadcast pair of E x F and F)."""
+    g = torch.Generator().manual_seed(seed)
+    if row.kind == "elementwise":
+        return Sample((values((E, F), dtype, None, g).to(device), values((F,), dtype, None, g).to(device)))
+    src = values((E, F), dtype, row.reduce, g).to(device)
+    return Sample((src, torch.randint(0, N, (E,), generator=g).to(device)), 0, N)
+
+
+def _moved(sample: Sample, device) -> Sample:
+    out = None if sample.out is None else sample.out.to(device)
+    return Sample(tuple(t.to(device) for t in sample.inputs), sample.dim, sample.dim_size, out, sample.desc)
 
 
 @two_gpus
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_second_device_matches_first(dtype: torch.dtype) -> None:
-    torch.manual_seed(1)
-    src0 = torch.randn(20000, 32, device="cuda:0").to(dtype)
-    index0 = torch.randint(0, 500, (20000,), device="cuda:0")
-    a0, b0 = torch.randn(1001, 7, device="cuda:0"), torch.randn(7, device="cuda:0")
-    src1, index1, a1, b1 = (t.to("cuda:1") for t in (src0, index0, a0, b0))
-    with torch.cuda.device(0):  # the current device is not the inputs' device
-        out1 = torchplug.scatter_sum(src1, index1, 0, dim_size=500)
-        sum1 = torchplug.add(a1, b1)
-    assert out1.device == torch.device("cuda:1") and sum1.device == torch.device("cuda:1")
-    out0 = torchplug.scatter_sum(src0, index0, 0, dim_size=500)
-    torch.testing.assert_close(out1.cpu(), out0.cpu())
-    torch.testing.assert_close(sum1.cpu(), torchplug.add(a0, b0).cpu(), rtol=0, atol=0)
+@pytest.mark.parametrize("row", rows_param())
+def test_second_device_matches_first(row: OpRow, dtype: torch.dtype) -> None:
+    """Every op on cuda:1 while cuda:0 is current: results on cuda:1, equal to
+    cuda:0's (args exactly), and right against the reference."""
+    samples = [_large_sample(row, dtype, "cuda:0", 1)] + row.samples("cuda:0", dtype, seed=1)
+    for sample0 in samples:
+        sample1 = _moved(sample0, "cuda:1")
+        with torch.cuda.device(0):  # the current device is not the inputs' device
+            got1 = row.call(sample1)
+        got0 = row.call(sample0)
+        assert len(got1) == len(got0)
+        for position, (a, b) in enumerate(zip(got1, got0)):
+            assert a.device == torch.device("cuda:1"), sample0
+            exact = row.kind == "elementwise" or position in row.args or not a.dtype.is_floating_point
+            torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0 if exact else None, atol=0 if exact else None,
+                                       equal_nan=True)
+        row.check(got1, sample1)
 
 
 @two_gpus
-def test_inputs_on_two_gpus_rejected() -> None:
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_inputs_on_two_gpus_rejected(row: OpRow) -> None:
+    name = row.name
     src = torch.randn(10, 4, device="cuda:0")
     index = torch.zeros(10, dtype=torch.long, device="cuda:1")
-    with pytest.raises(RuntimeError, match=r"torchplug::scatter_sum: .*'src' is on cuda:0 .*'index' is on cuda:1"):
-        torchplug.scatter_sum(src, index, 0, dim_size=3)
-    with pytest.raises(RuntimeError, match=r"torchplug::scatter_sum: .*'out' is on cuda:1"):
-        torchplug.scatter_sum(src, index.to("cuda:0"), 0, out=torch.zeros(3, 4, device="cuda:1"))
+    with pytest.raises(RuntimeError, match=rf"torchplug::{name}: .*'src' is on cuda:0 .*'index' is on cuda:1"):
+        row.fn()(src, index, 0, dim_size=3)
+    with pytest.raises(RuntimeError, match=rf"torchplug::{name}: .*'out' is on cuda:1"):
+        row.fn()(src, index.to("cuda:0"), 0, out=torch.zeros(3, 4, device="cuda:1"))
+
+
+@two_gpus
+def test_add_inputs_on_two_gpus_rejected() -> None:
+    src = torch.randn(10, 4, device="cuda:0")
     with pytest.raises(RuntimeError, match=r"torchplug::add: .*'a' is on cuda:0 .*'b' is on cuda:1"):
         torchplug.add(src, torch.randn(4, device="cuda:1"))
 
 
 @pytest.mark.parametrize("device_index", [0, 1])
-def test_non_default_stream(device_index: int) -> None:
+@pytest.mark.parametrize("row", rows_param())
+def test_non_default_stream(row: OpRow, device_index: int) -> None:
+    """The op runs on the current stream. The inputs arrive late on the side
+    stream: they hold zeros until a long sleep on that stream has passed and
+    the real values are copied in, and the call follows on the same stream
+    with nothing else waiting. A kernel launched on the default stream
+    instead would run at once, on the zeros, and give a wrong result (the
+    default stream waits for the side stream only after the call)."""
     if device_index >= torch.cuda.device_count():
         pytest.skip("needs two CUDA devices")
     device = torch.device("cuda", device_index)
-    torch.manual_seed(2)
-    src = torch.randn(200000, 16, device=device)
-    index = torch.randint(0, 3000, (200000,), device=device)
-    a, b = torch.randn(1 << 20, device=device), torch.randn(1 << 20, device=device)
-    want = torch.zeros(3000, 16, device=device).index_add_(0, index, src)
+    truth = _large_sample(row, torch.float32, device, 2, E=200000, F=16, N=3000)
+    late = tuple(torch.zeros_like(t) for t in truth.inputs)  # zeros, ready on the default stream
+    torch.cuda.synchronize(device)
     stream = torch.cuda.Stream(device=device)
     stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        out = torchplug.scatter_sum(src, index, 0, dim_size=3000)
-        total = torchplug.add(a, b)
+    with torch.cuda.device(device), torch.cuda.stream(stream):
+        torch.cuda._sleep(1 << 30)  # about half a second or more on any recent GPU
+        for t, v in zip(late, truth.inputs):
+            t.copy_(v, non_blocking=True)
+        got = row.call(Sample(late, truth.dim, truth.dim_size))
     torch.cuda.current_stream(device).wait_stream(stream)
-    torch.testing.assert_close(out, want)
-    torch.testing.assert_close(total, a + b, rtol=0, atol=0)
+    for t in late + got:
+        t.record_stream(torch.cuda.current_stream(device))
+    torch.cuda.synchronize(device)
+    row.check(got, truth, "on a side stream")
+
+
+@pytest.mark.parametrize("F", [1, 64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_deterministic_mode_is_bitwise_repeatable(row: OpRow, F: int, dtype: torch.dtype) -> None:
+    """Under torch.use_deterministic_algorithms(True) every reduction gives the
+    same bits on five runs (E=200K, random index; values and args), with and
+    without out=, instead of raising or varying."""
+    torch.manual_seed(5)
+    E, N = 200_000, 1000
+    g = torch.Generator().manual_seed(5)
+    src = values((E, F), dtype, row.reduce, g, zeros=False).cuda()
+    if row.reduce != "mul":
+        src = src * 1000  # sums whose rounding depends on the order
+    index = torch.randint(0, N, (E,), device="cuda")
+    base = values((N, F), dtype, row.reduce, g).cuda()
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = []
+        for _ in range(5):
+            out = base.clone()
+            runs.append(row.call(Sample((src, index), 0, N)) + row.call(Sample((src, index), 0, None, base), out=out))
+        torch.cuda.synchronize()
+    finally:
+        torch.use_deterministic_algorithms(before)
+    first = runs[0]
+    row.check(first[: 1 + len(row.args)], Sample((src, index), 0, N))
+    for run in runs[1:]:
+        for a, b in zip(run, first):
+            assert torch.equal(_bits(a), _bits(b)), "runs differ bitwise"
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bits as integers (NaN payloads and the sign of zero count)."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
 @pytest.mark.skipif(free_gib() < 40, reason="needs about 40 GB of free device memory")
@@ -242,3 +350,65 @@ def test_index_values_past_two_to_the_31() -> None:
     wide = torchplug.scatter_sum(src.view(5, 1).expand(5, 4).contiguous(), index, 0)
     assert wide.shape == (N, 4)
     assert wide[N - 1].tolist() == [6.0] * 4
+
+
+@pytest.mark.skipif(free_gib() < 40, reason="needs about 40 GB of free device memory")
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_every_reduction_past_two_to_the_31_elements(row: OpRow) -> None:
+    """src of 2^31 + 48 float32 elements along rows of 16 and flat, for every
+    reduction, against index_add_ / index_reduce_ over chunks on the same
+    device (_chunked_reference: no index of src's shape, no reference call
+    past 2^31 elements). Small integer values (mul: +-1) keep every
+    result exact whatever the order; for min/max the args point at a source
+    holding the result, and at src.size(dim) only in empty slots."""
+    torch.manual_seed(6)
+    E, F, N = (1 << 27) + 3, 16, 4099
+    if row.reduce == "mul":
+        src = torch.randint(0, 2, (E, F), device="cuda", dtype=torch.int8).float().mul_(2).sub_(1)
+    else:
+        src = torch.randint(-8, 9, (E, F), device="cuda", dtype=torch.int8).float()
+    index = torch.randint(0, N - 1, (E,), device="cuda")  # slot N - 1 stays empty
+    for s, i in ((src, index), (src.view(-1), torch.randint(0, N - 1, (src.numel(),), device="cuda"))):
+        torch.cuda.empty_cache()
+        outputs = row.call(Sample((s, i), 0, N))
+        want = _chunked_reference(row.reduce, s, i, N)
+        # mean: the exact sum over the count, rounded once (a kernel may
+        # divide or multiply by the reciprocal: one ulp either way).
+        rtol = 2.0**-23 if row.reduce == "mean" else 0
+        torch.testing.assert_close(outputs[0], want, rtol=rtol, atol=0)
+        for position in row.args:
+            arg = outputs[position]
+            assert arg.shape == want.shape and arg.dtype == torch.int64
+            empty = arg == s.size(0)
+            assert bool(empty.select(0, N - 1).all()) and int(empty.sum()) == empty.select(0, N - 1).numel()
+            held = s.gather(0, arg.clamp(max=s.size(0) - 1)) if s.dim() > 1 else s[arg.clamp(max=s.size(0) - 1)]
+            assert torch.equal(torch.where(empty, want, held), want)
+            assert torch.equal(i[arg[:-1].reshape(-1) if s.dim() == 1 else arg[:-1, 0]],
+                               torch.arange(N - 1, device="cuda"))
+        del outputs, want
+
+
+def _chunked_reference(reduce: str, s: torch.Tensor, i: torch.Tensor, N: int) -> torch.Tensor:
+    """index_add_ / index_reduce_ over chunks of 2^24 sources (no reference
+    call sees 2^31 elements): sums and counts in float64, min/max/prod from
+    their identity with include_self, empty slots set to 0 (mul: 1) after."""
+    shape = (N,) + tuple(s.shape[1:])
+    total = torch.zeros(shape, device="cuda", dtype=torch.float64)
+    count = torch.zeros(N, device="cuda", dtype=torch.float64)
+    identity = {"min": float("inf"), "max": float("-inf"), "mul": 1.0}.get(reduce, 0.0)
+    acc = torch.full(shape, identity, device="cuda")
+    op = {"min": "amin", "max": "amax", "mul": "prod"}.get(reduce)
+    chunk = 1 << 24
+    for begin in range(0, s.size(0), chunk):
+        part, part_index = s[begin:begin + chunk], i[begin:begin + chunk]
+        count.index_add_(0, part_index, torch.ones_like(part_index, dtype=torch.float64))
+        if op is None:
+            total.index_add_(0, part_index, part.double())
+        else:
+            acc.index_reduce_(0, part_index, part, op, include_self=True)
+    empty = (count == 0).view((N,) + (1,) * (s.dim() - 1))
+    if reduce == "sum":
+        return total.float()
+    if reduce == "mean":
+        return (total / count.clamp(min=1).view(empty.shape)).float()
+    return torch.where(empty, torch.full_like(acc, 1.0 if reduce == "mul" else 0.0), acc)

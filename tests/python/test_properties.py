@@ -1,5 +1,7 @@
-"""Property-based tests (hypothesis) for torchplug.add and torchplug.scatter_sum
-against plain PyTorch references computed on the same inputs.
+"""Property-based tests (hypothesis) for torchplug.add and every scatter
+reduction of the op table (op_table.py: scatter_sum, scatter_mean,
+scatter_min, scatter_max, scatter_mul) against plain PyTorch references
+computed on the same inputs (scatter_reference.py).
 
 Each property draws a *description* of a case (shapes, dim, dtypes, index
 distribution, layout flags, a seed); the tensors themselves are then built with
@@ -41,13 +43,23 @@ those orders, so it is the same on both devices.
 An empty slot (``k = 0``) must be exactly 0. Inputs are scaled so no sum can
 overflow, and every float result is checked to be finite first (an ``inf``
 would make the relative bound vacuous).
+
+The other reductions (scatter_reference.assert_reduced_close):
+
+* ``scatter_min``/``scatter_max``: exact values (a selection, no rounding)
+  and exact args (the smallest source position holding the result,
+  ``src.size(dim)`` for an empty slot or one won by out='s own value).
+* ``scatter_mean``: the sum's bound divided by the count, plus one rounding
+  of the quotient (``u * |mean|``), plus half an ulp for half types;
+  integers floor-divide exactly.
+* ``scatter_mul``: ``(gamma(k, u) + gamma(k, 2**-53)) * |product|`` (each
+  product rounds once), plus half an ulp for half types; the factors are
+  drawn near 1 (op_table.values) so no product overflows or underflows.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional
 
 import pytest
 import torch
@@ -55,7 +67,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import torchplug
-from scatter_reference import broadcast_index, default_dim_size, ulp
+from op_table import OpRow, scatter_rows_param, values as row_values
+from scatter_reference import (Reduced, assert_reduced_close, broadcast_index, default_dim_size, gamma,
+                               reduce_grad_reference, reduce_reference, ulp)
 
 # The `device` fixture (conftest.py) is function scoped; hypothesis warns that it
 # is not reset between examples. It is a plain string, so that is harmless.
@@ -164,75 +178,26 @@ def make_index(shape: tuple[int, ...], along: int, n: int, dist: str, sort: bool
 # --------------------------------------------------------------------------- references
 
 
-@dataclass
-class ScatterReference:
-    value: torch.Tensor  # float64 / int64, not rounded back to src's dtype
-    count: torch.Tensor  # float64: number of terms summed into each slot
-    mag: torch.Tensor  # float64: sum of |term| per slot
+# The scatter references (every reduction, its gradient) and the error bound of
+# the module docstring live in scatter_reference.py (reduce_reference,
+# assert_reduced_close), shared with the op table (op_table.py).
 
 
-def scatter_reference(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: Optional[int],
-                      out: Optional[torch.Tensor], keep: Optional[torch.Tensor] = None) -> ScatterReference:
-    """Plain-PyTorch scatter-sum of `src` (plus `out`'s initial value) in
-    float64/int64, with per-slot term counts and magnitudes for the tolerance.
-    `keep` (src's shape, bool) drops the terms whose index is out of range, as
-    the CUDA kernels do; their index is clamped so scatter_add_ accepts it."""
-    d = dim % src.dim()
-    wide = torch.float64 if src.dtype.is_floating_point else torch.int64
-    if out is not None:
-        n = out.size(d)
-        base = out.to(wide, copy=True)
-        count = torch.ones(out.shape, dtype=torch.float64, device=src.device)
-        mag = out.to(torch.float64, copy=True).abs()
-    else:
-        n = default_dim_size(index, src, dim) if dim_size is None else dim_size
-        shape = list(src.shape)
-        shape[d] = n
-        base = torch.zeros(shape, dtype=wide, device=src.device)
-        count = torch.zeros(shape, dtype=torch.float64, device=src.device)
-        mag = torch.zeros(shape, dtype=torch.float64, device=src.device)
-    full = broadcast_index(index, src, d)
-    terms = src.to(wide)
-    ones = torch.ones(src.shape, dtype=torch.float64, device=src.device)
-    if keep is not None:
-        full = full.clamp(0, max(n - 1, 0))
-        terms = torch.where(keep, terms, torch.zeros_like(terms))
-        ones = ones * keep
-    if src.numel() > 0:
-        base.scatter_add_(d, full, terms)
-        count.scatter_add_(d, full, ones)
-        mag.scatter_add_(d, full, terms.to(torch.float64).abs())
-    return ScatterReference(base, count, mag)
+def check_outputs(row: OpRow, outputs: tuple, ref: Reduced, dtype: torch.dtype, context: str) -> None:
+    """The values within the row's bound, every arg exactly."""
+    assert_reduced_close(outputs[0].cpu(), _cpu(ref), row.reduce, dtype, context)
+    assert len(outputs) == 1 + len(row.args), context
+    for position in row.args:
+        torch.testing.assert_close(outputs[position].cpu(), ref.arg.cpu(), rtol=0, atol=0,
+                                   msg=lambda m: f"{context}: arg\n{m}")
 
 
-def gamma(k: torch.Tensor, u: float) -> torch.Tensor:
-    """Higham's gamma_k = k u / (1 - k u): relative error bound of a k-term sum."""
-    return k * u / (1 - k * u)
+def _cpu(ref: Reduced) -> Reduced:
+    return Reduced(*(None if t is None else t.cpu() for t in (ref.value, ref.arg, ref.count, ref.terms, ref.mag)))
 
 
-def assert_scatter_matches(actual: torch.Tensor, ref: ScatterReference, dtype: torch.dtype,
-                           context: str) -> None:
-    """`actual` is within the module docstring's bound of the reference."""
-    assert actual.dtype == dtype, context
-    assert actual.shape == ref.value.shape, f"{context}: shape {tuple(actual.shape)} != {tuple(ref.value.shape)}"
-    if not dtype.is_floating_point:
-        torch.testing.assert_close(actual, ref.value.to(dtype), rtol=0, atol=0, msg=lambda m: f"{context}\n{m}")
-        return
-    assert torch.isfinite(actual).all(), f"{context}: non-finite result from finite inputs"
-    got = actual.to(torch.float64)
-    u_acc = 2.0**-53 if dtype == torch.float64 else 2.0**-24  # half types accumulate in float32
-    tol = (gamma(ref.count, u_acc) + gamma(ref.count, 2.0**-53)) * ref.mag
-    if dtype in (torch.float16, torch.bfloat16):
-        tol = tol + 0.5 * ulp(got, dtype)
-    err = (got - ref.value).abs()
-    bad = err > tol
-    if bad.any():
-        where = tuple(int(i) for i in torch.nonzero(bad)[0])
-        raise AssertionError(
-            f"{context}: {int(bad.sum())} of {bad.numel()} elements off; first at {where}: "
-            f"actual {float(got[where])!r}, expected {float(ref.value[where])!r}, "
-            f"tolerance {float(tol[where])!r}, terms {int(ref.count[where])}"
-        )
+def _tuple(result) -> tuple:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
 # --------------------------------------------------------------------------- add
@@ -341,8 +306,10 @@ def scatter_cases(draw, index_kinds=("1d", "full"), max_rank: int = 4, max_e: in
     )
 
 
-def build_scatter_inputs(case: dict, device: str):
-    """(src, index, dim_size, out or None) on `device` for a drawn case."""
+def build_scatter_inputs(case: dict, device: str, reduce: str = "sum"):
+    """(src, index, dim_size, out or None) on `device` for a drawn case; for
+    mul, src and out then take factors near 1 (op_table.values) in place, so
+    that no product overflows or underflows whatever the fan-in."""
     g = generator(case["seed"])
     dtype = case["dtype"]
     int_range = (-1000, 1000) if dtype == torch.int32 else (-(2**40), 2**40)
@@ -374,31 +341,36 @@ def build_scatter_inputs(case: dict, device: str):
         out_shape = list(shape)
         out_shape[d] = dim_size
         out = with_layout(make_src, tuple(out_shape), case["out"], g, device)
+    if reduce == "mul":
+        src.copy_(row_values(tuple(src.shape), src.dtype, "mul", g))
+        if out is not None:
+            out.copy_(row_values(tuple(out.shape), out.dtype, "mul", g))
     return src, index, dim_size, out
 
 
-def run_scatter(case: dict, device: str) -> None:
-    src, index, dim_size, out = build_scatter_inputs(case, device)
+def run_scatter(row: OpRow, case: dict, device: str) -> None:
+    src, index, dim_size, out = build_scatter_inputs(case, device, row.reduce)
     dim = case["dim"]
-    context = (f"scatter_sum {case}; src {tuple(src.shape)} {tuple(src.stride())}, "
+    context = (f"{row.name} {case}; src {tuple(src.shape)} {tuple(src.stride())}, "
                f"index {tuple(index.shape)} {tuple(index.stride())}")
+    fn = row.fn()
     if out is None:
         size_arg = dim_size if case["pass_dim_size"] else None
-        ref = scatter_reference(src, index, dim, size_arg, None)
-        actual = torchplug.scatter_sum(src, index, dim, dim_size=size_arg)
-        assert actual.device == src.device, context
-        assert_scatter_matches(actual, ref, src.dtype, context)
+        ref = reduce_reference(src, index, dim, row.reduce, size_arg, None)
+        outputs = _tuple(fn(src, index, dim, dim_size=size_arg))
+        assert outputs[0].device == src.device, context
+        check_outputs(row, outputs, ref, src.dtype, context)
         return
-    # out=: accumulated in place, returned, written through the caller's view.
-    ref = scatter_reference(src, index, dim, None, out)
+    # out=: reduced into in place, returned, written through the caller's view.
+    ref = reduce_reference(src, index, dim, row.reduce, None, out)
     backing = out._base if out._base is not None else out
     backing_before = backing.clone()
     ptr = out.data_ptr()
     size_arg = dim_size if case["pass_dim_size"] else None
-    result = torchplug.scatter_sum(src, index, dim, out=out, dim_size=size_arg)
-    assert result is out, context
+    outputs = _tuple(fn(src, index, dim, out=out, dim_size=size_arg))
+    assert outputs[0] is out, context
     assert out.data_ptr() == ptr, context
-    assert_scatter_matches(out, ref, src.dtype, context)
+    check_outputs(row, outputs, ref, src.dtype, context)
     # Only the elements of the view changed in the backing storage.
     expected_backing = backing_before.clone()
     if out._base is not None:
@@ -408,11 +380,12 @@ def run_scatter(case: dict, device: str) -> None:
                                    msg=lambda m: f"{context}: write outside the out= view\n{m}")
 
 
+@pytest.mark.parametrize("row", scatter_rows_param())
 @settings(max_examples=500, **PROPERTY)
 @given(case=scatter_cases())
-def test_scatter_sum_matches_reference(case: dict, device: str) -> None:
+def test_scatter_matches_reference(row: OpRow, case: dict, device: str) -> None:
     """1-D and full-shape index; every dtype; with and without out= / dim_size."""
-    run_scatter(case, device)
+    run_scatter(row, case, device)
 
 
 def _case(**fields) -> dict:
@@ -424,37 +397,40 @@ def _case(**fields) -> dict:
     return case
 
 
+@pytest.mark.parametrize("row", scatter_rows_param())
 @settings(max_examples=500, **PROPERTY)
 @given(case=scatter_cases(index_kinds=("broadcast",)))
 # Found by this property with more examples: an index of shape [1, 1, 2] over a
 # src of shape [1, 0, 2] (dim 0), dim_size left to the default.
 @example(case=_case(shape=(1, 0, 2), index_shape=(1, 1, 2)))
-def test_scatter_sum_broadcast_index(case: dict, device: str) -> None:
+def test_scatter_broadcast_index(row: OpRow, case: dict, device: str) -> None:
     """Index shapes that broadcast to src: a prefix of src's shape (trailing
     dims added) with size-1 dims (expanded)."""
-    run_scatter(case, device)
+    run_scatter(row, case, device)
 
 
+@pytest.mark.parametrize("row", scatter_rows_param())
 @settings(max_examples=40, **PROPERTY)
 @given(case=scatter_cases(index_kinds=("1d", "1d", "full"), min_rank=2, max_rank=3, min_e=6000,
                           max_e=8000, min_other=6, max_other=12, max_slots=3000, scales=(1.0, 1e-3)))
-def test_scatter_sum_large(case: dict, device: str) -> None:
+def test_scatter_large(row: OpRow, case: dict, device: str) -> None:
     """Sizes past the CPU kernel's serial cutoff (2**15 source elements), so the
     multi-threaded schedules run (per-thread private outputs when the output is
     small against E, row ownership otherwise, column ownership for a full index);
     on CUDA, rows past the segment kernel's 1024-source limit (long-row kernels)."""
-    run_scatter(case, device)
+    run_scatter(row, case, device)
 
 
+@pytest.mark.parametrize("row", scatter_rows_param())
 @settings(max_examples=300, **PROPERTY)
 @given(case=scatter_cases(index_kinds=("1d", "full", "broadcast"), out_of_range=True))
-def test_scatter_sum_out_of_range(case: dict, device: str) -> None:
+def test_scatter_out_of_range(row: OpRow, case: dict, device: str) -> None:
     """docs/ops.md: on CPU an index value outside [0, dim_size) raises IndexError
     and nothing is written; on CUDA such values are skipped (with checked mode
     on, torchplug.set_checks(True), CUDA raises like the CPU). Non-empty src only
     (what an out-of-range value means for an empty src is not this property's
     business). Sorted cases sort after corrupting, so negatives lead."""
-    src, index, dim_size, out = build_scatter_inputs(case, device)
+    src, index, dim_size, out = build_scatter_inputs(case, device, row.reduce)
     if src.numel() == 0 or index.numel() == 0:
         return
     dim = case["dim"]
@@ -463,24 +439,25 @@ def test_scatter_sum_out_of_range(case: dict, device: str) -> None:
     keep = (full >= 0) & (full < dim_size)
     if bool(keep.all()):
         return  # nothing out of range after all
-    context = f"scatter_sum out-of-range {case}"
+    context = f"{row.name} out-of-range {case}"
+    fn = row.fn()
     if torchplug.validates_indices(device):
         if out is None:
-            with pytest.raises(IndexError, match="torchplug::scatter_sum.*'index'"):
-                torchplug.scatter_sum(src, index, dim, dim_size=dim_size)
+            with pytest.raises(IndexError, match=rf"torchplug::{row.name}.*'index'"):
+                fn(src, index, dim, dim_size=dim_size)
         else:
             before = out.clone()
-            with pytest.raises(IndexError, match="torchplug::scatter_sum.*'index'"):
-                torchplug.scatter_sum(src, index, dim, out=out)
+            with pytest.raises(IndexError, match=rf"torchplug::{row.name}.*'index'"):
+                fn(src, index, dim, out=out)
             torch.testing.assert_close(out, before, rtol=0, atol=0, msg=lambda m: f"{context}\n{m}")
         return
     if out is None:
-        ref = scatter_reference(src, index, dim, dim_size, None, keep=keep)
-        assert_scatter_matches(torchplug.scatter_sum(src, index, dim, dim_size=dim_size), ref, src.dtype, context)
+        ref = reduce_reference(src, index, dim, row.reduce, dim_size, None, keep=keep)
+        check_outputs(row, _tuple(fn(src, index, dim, dim_size=dim_size)), ref, src.dtype, context)
     else:
-        ref = scatter_reference(src, index, dim, None, out, keep=keep)
-        torchplug.scatter_sum(src, index, dim, out=out)
-        assert_scatter_matches(out, ref, src.dtype, context)
+        ref = reduce_reference(src, index, dim, row.reduce, None, out, keep=keep)
+        outputs = _tuple(fn(src, index, dim, out=out))
+        check_outputs(row, outputs, ref, src.dtype, context)
     torch.cuda.synchronize()
 
 
@@ -515,32 +492,97 @@ def test_add_grad_matches_torch(case: dict, device: str) -> None:
         assert_bitwise(gx, wx, f"add grad {case}")
 
 
+@pytest.mark.parametrize("row", scatter_rows_param())
 @settings(max_examples=300, **PROPERTY)
 @given(case=scatter_cases(index_kinds=("1d", "full", "broadcast")).filter(
     lambda c: c["dtype"].is_floating_point))
-def test_scatter_sum_grad_is_gather(case: dict, device: str) -> None:
-    """d(scatter_sum)/d(src) is grad_out gathered at the broadcast index, and
-    d/d(out) is grad_out itself: both exact (no arithmetic)."""
-    src, index, dim_size, out = build_scatter_inputs(case, device)
-    if src.numel() == 0 and case["kind"] != "1d":
-        # Zero-size src with a full/broadcast index: the forward's own defect
-        # (see test_special_values.py::test_scatter_empty); not this property's.
-        return
+def test_scatter_grad_matches_closed_form(row: OpRow, case: dict, device: str) -> None:
+    """The gradients w.r.t. src and out='s initial value against the closed
+    forms of scatter_reference.reduce_grad_reference. sum (grad_out gathered
+    at the broadcast index; d/d(out) is grad_out itself) and min/max
+    (grad_out at the arg position only) do no arithmetic: exact. mean and mul
+    round: within ``(gamma(k + 2, u) + gamma(k + 2, 2**-53)) * |expected|``
+    with k the terms of the slot and u the dtype's unit roundoff, plus one
+    ulp for float16/bfloat16."""
+    src, index, dim_size, out = build_scatter_inputs(case, device, row.reduce)
     d = case["dim"] % src.dim()
     src = src.detach().requires_grad_()
     g = generator(case["seed"] + 1)
+    fn = row.fn()
     if out is None:
-        result = torchplug.scatter_sum(src, index, case["dim"], dim_size=dim_size)
+        result = _tuple(fn(src, index, case["dim"], dim_size=dim_size))[0]
         inputs = (src,)
     else:
         leaf = out.detach().clone().requires_grad_()
         target = leaf * 1  # a non-leaf that out= may write into
-        result = torchplug.scatter_sum(src, index, case["dim"], out=target)
+        result = _tuple(fn(src, index, case["dim"], out=target))[0]
         inputs = (src, leaf)
     grad_out = random_values(tuple(result.shape), src.dtype, g, 1.0, (0, 1)).to(device)
-    grads = torch.autograd.grad(result, inputs, grad_out)
-    want_src = torch.gather(grad_out, d, broadcast_index(index, src, d)) if src.numel() > 0 \
-        else torch.zeros_like(src)
-    assert_bitwise(grads[0], want_src, f"scatter_sum grad src {case}")
-    if out is not None:
-        assert_bitwise(grads[1], grad_out, f"scatter_sum grad out {case}")
+    grads = torch.autograd.grad(result, inputs, grad_out, allow_unused=True)
+    grads = tuple(torch.zeros_like(x) if gx is None else gx for x, gx in zip(inputs, grads))
+    want = reduce_grad_reference(src.detach(), index, case["dim"], row.reduce, grad_out,
+                                 None if out is None else out, dim_size if out is None else None)
+    ref = reduce_reference(src.detach(), index, case["dim"], row.reduce, dim_size if out is None else None,
+                           out)
+    terms = [ref.terms.gather(d, broadcast_index(index, src, d)) if src.numel() else torch.zeros_like(src,
+             dtype=torch.float64), ref.terms]
+    names = ["src", "out"]
+    for got, expected, k, name in zip(grads, want, terms, names):
+        context = f"{row.name} grad {name} {case}"
+        assert got.shape == inputs[names.index(name)].shape and got.dtype == src.dtype, context
+        if row.reduce in ("sum", "min", "max"):
+            assert_bitwise(got, expected.to(src.dtype), context)
+            continue
+        u = 2.0**-53 if src.dtype == torch.float64 else torch.finfo(src.dtype).eps / 2
+        tol = (gamma(k + 2, u) + gamma(k + 2, 2.0**-53)) * expected.abs()
+        if src.dtype in (torch.float16, torch.bfloat16):
+            tol = tol + ulp(expected, src.dtype)
+        err = (got.double() - expected).abs()
+        assert bool((err <= tol).all()), (
+            f"{context}: worst error {float((err - tol).max())} over the bound")
+
+
+# --------------------------------------------------------------------------- large fan-in
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("F", [1, 16])
+@pytest.mark.parametrize("dist", ["all-equal", "uniform"])
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_large_fan_in_is_exact_where_the_bound_is_zero(row: OpRow, dist: str, F: int, threads: int,
+                                                       device: str) -> None:
+    """E = 200K float32 sources into 1000 slots (all-equal: into one). With
+    random values the bound at this fan-in, gamma(2e5, 2**-24) * mag, is about
+    1% of mag: wide enough to pass a row added twice or dropped. So the values
+    here are integers of magnitude at most 63 (mul: +-1): every partial sum
+    (200K * 63 < 2**24) and product is a float32 integer, the accumulation
+    error is zero in any order, and sum, min, max and mul must equal the
+    reference exactly; mean is that exact sum divided by the count (a
+    division or a multiplication by the reciprocal: two roundings at most,
+    2u * |mean|). A lost or doubled source changes a slot's sum by at least 1
+    (a mean by at least 1 / count, far above 2u * |mean| here)."""
+    E, N = 200_000, 1000
+    g = generator(F + 7)
+    if row.reduce == "mul":
+        src = torch.randint(0, 2, (E, F), generator=g).float().mul_(2).sub_(1)
+    else:
+        src = torch.randint(-63, 64, (E, F), generator=g).float()
+        src[src == 0] = 1  # every source changes its slot's sum
+    index = draw_index_values(E, N, dist, g)
+    index[-1] = index[0]
+    src, index = src.to(device), index.to(device)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        outputs = _tuple(row.fn()(src, index, 0, dim_size=N))
+    finally:
+        torch.set_num_threads(before)
+    ref = reduce_reference(src, index, 0, row.reduce, N)
+    got = outputs[0].double().cpu()
+    want = ref.value.cpu()
+    if row.reduce == "mean":
+        torch.testing.assert_close(got, want, rtol=2.0**-23, atol=0)
+    else:
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    for position in row.args:
+        torch.testing.assert_close(outputs[position].cpu(), ref.arg.cpu(), rtol=0, atol=0)

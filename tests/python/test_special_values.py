@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import torchplug
+from op_table import OpRow, Sample, scatter_rows_param
 from scatter_reference import broadcast_index, default_dim_size
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -356,8 +357,8 @@ def docs_output(src: torch.Tensor, index: torch.Tensor, dim: int, dim_size: Opti
                 out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The expected result per docs/ops.md, in plain PyTorch: index broadcast
     torch_scatter's way (a 1-D index laid along dim, trailing dims added,
-    size-1 dims expanded); dim_size defaults to max + 1 over that broadcast
-    index, 0 when it is empty."""
+    size-1 dims expanded); dim_size defaults to max(index) + 1 over the index
+    broadcast to src, 0 when src or the index is empty."""
     d = dim % src.dim()
     full = broadcast_index(index, src, d)
     if out is not None:
@@ -411,9 +412,9 @@ EMPTY_CASES = [
     pytest.param((2, 0, 3), 1, "1d", 4, id="E0-middle"),
     pytest.param((2, 0, 3), -2, "1d", None, id="E0-middle-neg-default"),
     # F = 0 (inner size 0): sources exist, nothing per source
-    pytest.param((5, 0), 0, "1d", None, id="F0-default"),  # max(index) + 1
+    pytest.param((5, 0), 0, "1d", None, id="F0-default"),  # src empty -> 0
     pytest.param((5, 0), 0, "1d", 7, id="F0-dimsize7"),
-    pytest.param((5, 0), 0, "full", None, id="F0-full-default"),  # empty index -> 0
+    pytest.param((5, 0), 0, "full", None, id="F0-full-default"),  # src and index empty -> 0
     pytest.param((5, 0), 0, "full", 7, id="F0-full-dimsize7"),
     pytest.param((5, 2, 0), 0, "1d", None, id="F0-3d"),
     pytest.param((1, 0), 0, "full", None, id="F0-full-E1"),
@@ -468,8 +469,9 @@ def test_scatter_empty(shape: tuple, dim: int, kind: str, dim_size: Optional[int
 def test_scatter_broadcast_index_over_empty_src(src_shape: tuple, index_shape: tuple, dtype: torch.dtype,
                                                 device: str) -> None:
     """An index with size-1 (or missing trailing) dims over a src with a
-    zero-size dim: the index itself is not empty, so the default dim_size is
-    max(index) + 1 whichever way the index is shaped."""
+    zero-size dim: the index itself is not empty, but broadcast to src it is,
+    so the default dim_size is 0 (the rule: max(index) + 1 over the index
+    broadcast to src; 0 when src or the index is empty)."""
     src = torch.ones(src_shape, dtype=dtype, device=device)
     index = torch.arange(torch.Size(index_shape).numel(), device=device).view(index_shape) % 5
     check_every_path(src, index, 0, None)
@@ -547,3 +549,68 @@ def test_scatter_empty_meta(shape: tuple, dim: int, kind: str, dim_size: Optiona
     want = docs_output(src, index, dim, dim_size)
     got = torchplug.scatter_sum(src.to("meta"), index.to("meta"), dim, dim_size=dim_size)
     assert got.device.type == "meta" and got.shape == want.shape and got.dtype == want.dtype
+
+
+# =========================================================================== every scatter reduction
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("shape, dim", SPECIAL_LAYOUTS)
+@pytest.mark.parametrize("index_kind", ["1d", "full"])
+@pytest.mark.parametrize("order", ["given", "sorted"])
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_special_values_every_reduction(row: OpRow, dtype: torch.dtype, shape: tuple, dim: int,
+                                        index_kind: str, order: str, device: str) -> None:
+    """NaN, +-inf and their mixes (inf + -inf, NaN with inf, several NaNs in a
+    slot for min/max: the first NaN is the arg) through every reduction, with
+    the values and args of the float64 reference (scatter_reduce with
+    include_self=False and the empty-slot rules), and out= holding specials."""
+    src = special_src(shape, dim, dtype, device)
+    index = torch.tensor(SPECIAL_INDEX, device=device)
+    if order == "sorted":
+        index, permutation = index.sort(stable=True)
+        src = src.index_select(dim % src.dim(), permutation)
+    if index_kind == "full":
+        index = full_index(index, src, dim)
+    for sample in (Sample((src, index), dim, SPECIAL_N), Sample((src, index), dim, None)):
+        row.check(row.call(sample), sample)
+    d = dim % src.dim()
+    out_shape = list(shape)
+    out_shape[d] = SPECIAL_N + 2
+    out = torch.ones(out_shape, dtype=torch.float64)
+    for slot, value in {2: NAN, 3: -INF, 4: 1.0, 5: INF, 6: -0.0, 7: -INF}.items():
+        out.select(d, slot).fill_(value)
+    sample = Sample((src, index), dim, None, out.to(dtype).to(device))
+    row.check(row.call(sample), sample, "out= with specials")
+
+
+@pytest.mark.parametrize("dtype", SCATTER_EMPTY_DTYPES, ids=str)
+@pytest.mark.parametrize("shape, dim, kind, dim_size", EMPTY_CASES)
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_empty_every_reduction(row: OpRow, shape: tuple, dim: int, kind: str, dim_size: Optional[int],
+                               dtype: torch.dtype, device: str) -> None:
+    """Zero-size inputs through every reduction: the output size follows the
+    rule (max(index) + 1 over the index broadcast to src; 0 when src or the
+    index is empty), empty slots hold the reduction's empty value (0; mul: 1)
+    and args src.size(dim), and out= of 7s comes back as the reduction of
+    nothing into it (7 everywhere, args src.size(dim))."""
+    src = torch.ones(shape, dtype=dtype, device=device)
+    index = empty_case_index(shape, dim, kind, device)
+    sample = Sample((src, index), dim, dim_size)
+    outputs = row.call(sample)
+    want_n = dim_size if dim_size is not None else default_dim_size(index, src, dim)
+    assert outputs[0].size(dim) == want_n
+    row.check(outputs, sample)
+    row.check(row.call_schema(Sample((src, index), dim, want_n)), Sample((src, index), dim, want_n))
+    if src.numel() == 0:
+        out = torch.full(outputs[0].shape, 7, dtype=dtype, device=device)
+        with_out = Sample((src, index), dim, None, out)
+        results = row.call(with_out)
+        assert_same_values(results[0], out)
+        for position in row.args:
+            assert (results[position] == src.size(dim)).all()
+    if dtype.is_floating_point:
+        leaf = src.detach().clone().requires_grad_()
+        result = row.call(Sample((leaf, index), dim, dim_size))[0]
+        (g,) = torch.autograd.grad(result, (leaf,), torch.ones_like(result), allow_unused=True)
+        assert g is not None and g.shape == src.shape

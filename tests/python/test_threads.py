@@ -29,6 +29,7 @@ import pytest
 import torch
 
 import torchplug
+from op_table import OpRow, Sample, rows_param, scatter_rows_param, values
 
 THREADS = 8
 ITERATIONS = 10
@@ -110,91 +111,128 @@ def _check_all(assert_same_result):
     return check
 
 
-# --------------------------------------------------------------------------- add
+# --------------------------------------------------------------------------- every op of the table
 
 
-def _add_inputs(seed: int, device: str) -> dict:
+def _add_samples(seed: int, device: str) -> list[Sample]:
     g = _generator(seed)
-    return dict(
-        a32=_randn((200, 300), torch.float32, g, device),
-        b32=_randn((300,), torch.float32, g, device),
-        a16=_randn((50, 1, 300), torch.float16, g, device),
-        b16=_randn((40, 300), torch.bfloat16, g, device),  # promotes to float32
-        ai=_randint(-(2**40), 2**40, (200, 300), g, device),
-        bi=_randint(-100, 100, (200, 1), g, device, torch.int8),
-        at=_randn((300, 200), torch.float64, g, device).t(),  # non-contiguous
-        bt=_randn((200, 300), torch.float64, g, device),
-    )
+    pairs = [
+        (_randn((200, 300), torch.float32, g, device), _randn((300,), torch.float32, g, device)),
+        # float16 + bfloat16 promotes to float32
+        (_randn((50, 1, 300), torch.float16, g, device), _randn((40, 300), torch.bfloat16, g, device)),
+        (_randint(-(2**40), 2**40, (200, 300), g, device), _randint(-100, 100, (200, 1), g, device, torch.int8)),
+        # non-contiguous
+        (_randn((300, 200), torch.float64, g, device).t(), _randn((200, 300), torch.float64, g, device)),
+    ]
+    return [Sample(pair, desc="add") for pair in pairs]
 
 
-def _add_work(x: dict) -> tuple:
-    return (
-        torchplug.add(x["a32"], x["b32"]),
-        torchplug.add(x["a16"], x["b16"]),
-        torchplug.add(x["ai"], x["bi"]),
-        torchplug.add(x["at"], x["bt"]),
-    )
+def _scatter_samples(reduce: str, seed: int, device: str) -> list[Sample]:
+    """One sample per CPU schedule and layout: per-thread private outputs,
+    row ownership, a full index (columns), float16 with the default
+    dim_size, int64 with a negative dim, a non-contiguous src, a 1-D src,
+    out= and a non-contiguous out=."""
+    g = _generator(seed)
+    v = lambda shape, dtype=torch.float32: values(shape, dtype, reduce, g).to(device)  # noqa: E731
+    src = v((E, F))
+    few = _randint(0, N_FEW, (E,), g, device)
+    many = _randint(0, N_MANY, (E,), g, device)
+    return [
+        Sample((src, few), 0, N_FEW, None, "private outputs"),
+        Sample((src, many), 0, N_MANY, None, "row ownership"),
+        Sample((src, _randint(0, N_FEW, (E, F), g, device)), 0, N_FEW, None, "full index: columns"),
+        Sample((v((E, F), torch.float16), few), 0, None, None, "float16, default dim_size"),
+        Sample((v((E, F), torch.int64), many), -2, N_MANY, None, "int64, dim < 0"),
+        Sample((v((F, E)).t(), few), 0, None, None, "non-contiguous src"),
+        Sample((src.t(), few), 1, None, None, "non-contiguous src, dim 1"),
+        Sample((v((4 * E,), torch.float64), _randint(0, 777, (4 * E,), g, device)), -1, None, None, "1-D src"),
+        Sample((src, few), 0, None, v((N_FEW, F)), "out="),
+        Sample((v((E, F), torch.float64), many), 0, None, v((F, N_MANY), torch.float64).t(), "out= via .t()"),
+    ]
 
 
-def test_add_from_threads(device: str, assert_same_result) -> None:
-    inputs = [_add_inputs(1000 + t, device) for t in range(THREADS)]
-    run_concurrently(device, inputs, _add_work, _check_all(assert_same_result))
-    # The serial results are themselves right (threads agreeing on a wrong answer
-    # would not do).
-    x = inputs[0]
-    got = _add_work(x)
-    torch.testing.assert_close(got[0], x["a32"] + x["b32"], rtol=0, atol=0)
-    torch.testing.assert_close(got[2], x["ai"] + x["bi"], rtol=0, atol=0)
+def _row_samples(row: OpRow, seed: int, device: str) -> list[Sample]:
+    if row.kind == "elementwise":
+        return _add_samples(seed, device)
+    return _scatter_samples(row.reduce, seed, device)
 
 
-# --------------------------------------------------------------------------- scatter_sum
+def _row_work(row: OpRow):
+    def work(samples: list[Sample]) -> tuple:
+        return tuple(o for sample in samples for o in row.call(sample))
+    return work
+
+
+@pytest.mark.parametrize("row", rows_param())
+def test_op_from_threads(row: OpRow, device: str, assert_same_result) -> None:
+    """Each op of the table from 8 threads at once agrees with the one-by-one
+    calls, which are themselves right against the reference."""
+    inputs = [_row_samples(row, 1000 + t, device) for t in range(THREADS)]
+    run_concurrently(device, inputs, _row_work(row), _check_all(assert_same_result))
+    for sample in inputs[0]:
+        row.check(row.call(sample), sample, "serial")
+
+
+# --------------------------------------------------------------------------- CPU schedules
+
+# ops/scatter/scatter_cpu.cpp splits a 1-D index's work by thread count and
+# shape. Each case below takes one schedule at 2, 3 and 4 threads, with an odd
+# E (no thread count divides it: the last chunk of entries is partial) and
+# entries in the last output rows (index[0] and index[-1] are N - 1, so the last
+# partial bucket or row range is used):
+#  - buckets: output > 32 MiB and rows >= 128 bytes (140K rows of 64 float32,
+#    36 MB; 512 rows a bucket, the last one partial)
+#  - private outputs: N * 4 <= E
+#  - row ownership: rows narrower than a cache line per thread
+#  - balanced rows: rows of 1 KB or more (F = 256 float32)
+#  - column slices with a tail: 4 lines of 16 float32 and 7 columns more
+#    (F = 71, 284-byte rows, unsorted index, N * 4 > E); the last slice ends
+#    at the last column, not at its last whole line
+SCHEDULES = [
+    pytest.param(150_001, 64, 140_000, id="buckets"),
+    pytest.param(60_001, 16, 700, id="private-outputs"),
+    pytest.param(50_001, 8, 40_000, id="row-ownership"),
+    pytest.param(2_001, 256, 1_000, id="balanced-rows"),
+    pytest.param(20_001, 71, 10_000, id="column-slices-tail"),
+]
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+@pytest.mark.parametrize("E, F, N", SCHEDULES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_cpu_schedules_cover_the_edges(row: OpRow, dtype: torch.dtype, E: int, F: int, N: int,
+                                       threads: int) -> None:
+    """Every schedule at several thread counts against the reference: a
+    dropped partial chunk of entries, a dropped last bucket or row range, or
+    a dropped column tail changes some slot by a whole source value, far past
+    the tolerance (about one source per slot in most cases; no zeros among
+    mul's factors)."""
+    g = _generator(7000 + threads)
+    src = values((E, F), dtype, row.reduce, g, zeros=False)
+    index = torch.randint(0, N, (E,), generator=g)
+    index[0] = index[-1] = N - 1
+    index[E // 2] = 0
+    sample = Sample((src, index), 0, N, None, f"{threads} threads")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        outputs = row.call(sample)
+    finally:
+        torch.set_num_threads(before)
+    row.check(outputs, sample)
+
+
+# --------------------------------------------------------------------------- scatter_sum (composed)
 
 
 def _scatter_inputs(seed: int, device: str) -> dict:
     g = _generator(seed)
     return dict(
         src=_randn((E, F), torch.float32, g, device),
-        src16=_randn((E, F), torch.float16, g, device),
-        srci=_randint(-1000, 1000, (E, F), g, device),
         few=_randint(0, N_FEW, (E,), g, device),
-        many=_randint(0, N_MANY, (E,), g, device),
-        full=_randint(0, N_FEW, (E, F), g, device),
-        flat=_randn((4 * E,), torch.float64, g, device),
-        flat_index=_randint(0, 777, (4 * E,), g, device),
         out=_randn((N_FEW, F), torch.float32, g, device),
-        out_t=_randn((F, N_MANY), torch.float64, g, device),  # out= through .t()
-        src64=_randn((E, F), torch.float64, g, device),
     )
-
-
-def _scatter_work(x: dict) -> tuple:
-    out = x["out"].clone()
-    torchplug.scatter_sum(x["src"], x["few"], 0, out=out)
-    out_t = x["out_t"].clone()
-    torchplug.scatter_sum(x["src64"], x["many"], 0, out=out_t.t())
-    return (
-        torchplug.scatter_sum(x["src"], x["few"], 0, dim_size=N_FEW),  # private outputs
-        torchplug.scatter_sum(x["src"], x["many"], 0, dim_size=N_MANY),  # row ownership
-        torchplug.scatter_sum(x["src"], x["full"], 0, dim_size=N_FEW),  # full index: columns
-        torchplug.scatter_sum(x["src16"], x["few"], 0),  # float16, default dim_size
-        torchplug.scatter_sum(x["srci"], x["many"], -2, dim_size=N_MANY),  # int64, dim < 0
-        torchplug.scatter_sum(x["src"].t(), x["few"], 1),  # non-contiguous src, dim 1
-        torchplug.scatter_sum(x["flat"], x["flat_index"]),  # 1-D src, inner == 1
-        out,
-        out_t,
-    )
-
-
-def test_scatter_sum_from_threads(device: str, assert_same_result) -> None:
-    inputs = [_scatter_inputs(2000 + t, device) for t in range(THREADS)]
-    run_concurrently(device, inputs, _scatter_work, _check_all(assert_same_result))
-    # Spot-check the serial results against plain PyTorch (integers: exact).
-    x = inputs[0]
-    got = _scatter_work(x)
-    want = torch.zeros(N_MANY, F, dtype=torch.int64, device=device).index_add_(0, x["many"], x["srci"])
-    torch.testing.assert_close(got[4], want, rtol=0, atol=0)
-    want = torch.zeros(N_FEW, F, dtype=torch.float64, device=device).index_add_(0, x["few"], x["src"].double())
-    torch.testing.assert_close(got[0].double(), want, rtol=1e-5, atol=1e-5)
 
 
 def _mixed_inputs(seed: int, device: str) -> dict:
@@ -209,29 +247,35 @@ def _mixed_inputs(seed: int, device: str) -> dict:
     return x
 
 
-def test_scatter_sum_errors_from_threads(device: str, assert_same_result) -> None:
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_scatter_errors_from_threads(row: OpRow, device: str, assert_same_result) -> None:
     """Calls that fail (CPU: IndexError for an out-of-range index) interleaved
     with calls that succeed: the failing ones raise every time and leave out=
     untouched, the others are unaffected. On CUDA the bad values are skipped,
     the same way in every thread (or, in checked mode, raise as on the CPU)."""
     raises = torchplug.validates_indices(device)
+    fn = row.fn()
 
     def work(x: dict):
         out = x["out"].clone()
         if x["bad"] and raises:
-            with pytest.raises(IndexError, match="torchplug::scatter_sum.*'index'"):
-                torchplug.scatter_sum(x["src"], x["few"], 0, dim_size=N_FEW)
-            with pytest.raises(IndexError, match="torchplug::scatter_sum.*'index'"):
-                torchplug.scatter_sum(x["src"], x["few"], 0, out=out)
+            with pytest.raises(IndexError, match=rf"torchplug::{row.name}.*'index'"):
+                fn(x["src"], x["few"], 0, dim_size=N_FEW)
+            with pytest.raises(IndexError, match=rf"torchplug::{row.name}.*'index'"):
+                fn(x["src"], x["few"], 0, out=out)
             return (out,)  # untouched
-        return (torchplug.scatter_sum(x["src"], x["few"], 0, dim_size=N_FEW),
-                torchplug.scatter_sum(x["src"], x["few"], 0, out=out))
+        return (*_tuple(fn(x["src"], x["few"], 0, dim_size=N_FEW)),
+                *_tuple(fn(x["src"], x["few"], 0, out=out)))
 
     inputs = [_mixed_inputs(3000 + t, device) for t in range(THREADS)]
     run_concurrently(device, inputs, work, _check_all(assert_same_result))
     if raises:
         bad = next(x for x in inputs if x["bad"])
         torch.testing.assert_close(work(bad)[0], bad["out"], rtol=0, atol=0)
+
+
+def _tuple(result) -> tuple:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
 # --------------------------------------------------------------------------- autograd
@@ -320,3 +364,35 @@ def test_shared_graph_backward_from_threads(device: str, assert_same_result) -> 
     torch.testing.assert_close(gx, want_x)
     torch.testing.assert_close(gb, want_x.sum(0))
     torch.testing.assert_close(gbase, go1, rtol=0, atol=0)
+
+
+def _backward_inputs(row: OpRow, seed: int, device: str) -> dict:
+    g = _generator(seed)
+    if row.kind == "elementwise":
+        sample = Sample((_randn((E, F), torch.float64, g, device), _randn((F,), torch.float64, g, device)))
+        return dict(sample=sample, grad=_randn((E, F), torch.float64, g, device))
+    src = values((E, F), torch.float64, row.reduce, g).to(device)
+    sample = Sample((src, _randint(0, N_FEW, (E,), g, device)), 0, N_FEW)
+    return dict(sample=sample, grad=_randn((N_FEW, F), torch.float64, g, device))
+
+
+def _backward_work(row: OpRow):
+    def work(x: dict) -> tuple:
+        sample = x["sample"]
+        count = 2 if row.kind == "elementwise" else 1
+        leaves = [t.detach().clone().requires_grad_() for t in sample.inputs[:count]]
+        result = row.call(Sample(tuple(leaves) + sample.inputs[count:], sample.dim, sample.dim_size))
+        return tuple(torch.autograd.grad(result[0], leaves, x["grad"]))
+    return work
+
+
+@pytest.mark.parametrize("row", rows_param())
+def test_op_backward_from_threads(row: OpRow, device: str, assert_same_result) -> None:
+    """Each op's backward from 8 threads at once agrees with one-by-one calls,
+    which agree with the closed-form gradient."""
+    inputs = [_backward_inputs(row, 8000 + t, device) for t in range(THREADS)]
+    work = _backward_work(row)
+    run_concurrently(device, inputs, work, _check_all(assert_same_result))
+    x = inputs[0]
+    for got, want in zip(work(x), row.grad_reference(x["sample"], x["grad"])):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

@@ -66,20 +66,33 @@ __device__ __forceinline__ RowItem row_item(int64_t t, int64_t vectors, int64_t 
 }
 
 // Combines sources k .. k + U - 1 of a row into sum, with all U loads in flight.
+// With an arg (min, max), arg[j] follows sum[j]: the smallest position of a
+// source holding it.
 template <typename Policy, int U, bool kPermuted, typename scalar_t, int V, typename offset_t>
-__device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V],
+__device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V], int64_t (&arg)[V],
                                             const scalar_t* column, const offset_t* perm,
                                             offset_t k, int64_t inner) {
   at::opmath_type<scalar_t> value[U][V];
+  int64_t position[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const int64_t e = kPermuted ? static_cast<int64_t>(perm[k + u]) : static_cast<int64_t>(k + u);
-    core::load_as<scalar_t, V>(column + e * inner, value[u]);
+    position[u] = kPermuted ? static_cast<int64_t>(perm[k + u]) : static_cast<int64_t>(k + u);
+    core::load_as<scalar_t, V>(column + position[u] * inner, value[u]);
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) Policy::combine(sum[j], value[u][j]);
+    for (int j = 0; j < V; ++j) {
+      if constexpr (Policy::kHasArg) {
+        if (Policy::wins(value[u][j], sum[j]) ||
+            (Policy::holds(value[u][j], sum[j]) && position[u] < arg[j])) {
+          sum[j] = value[u][j];
+          arg[j] = position[u];
+        }
+      } else {
+        Policy::combine(sum[j], value[u][j]);
+      }
+    }
   }
 }
 
@@ -88,22 +101,22 @@ __device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V],
 // wait out at most three memory latencies. With a permutation that tail
 // measured slower, so there it stays one source at a time.
 template <typename Policy, bool kPermuted, typename scalar_t, int V, typename offset_t>
-__device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], const scalar_t* column,
-                                        const offset_t* perm, offset_t k, offset_t end,
-                                        int64_t inner) {
-  for (; static_cast<int64_t>(k) + 8 <= end; k += 8) add_sources<Policy, 8, kPermuted>(sum, column, perm, k, inner);
+__device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], int64_t (&arg)[V],
+                                        const scalar_t* column, const offset_t* perm, offset_t k,
+                                        offset_t end, int64_t inner) {
+  for (; static_cast<int64_t>(k) + 8 <= end; k += 8) add_sources<Policy, 8, kPermuted>(sum, arg, column, perm, k, inner);
   if constexpr (kPermuted) {
-    for (; k < end; ++k) add_sources<Policy, 1, kPermuted>(sum, column, perm, k, inner);
+    for (; k < end; ++k) add_sources<Policy, 1, kPermuted>(sum, arg, column, perm, k, inner);
   } else {
     if (end - k >= 4) {
-      add_sources<Policy, 4, kPermuted>(sum, column, perm, k, inner);
+      add_sources<Policy, 4, kPermuted>(sum, arg, column, perm, k, inner);
       k += 4;
     }
     if (end - k >= 2) {
-      add_sources<Policy, 2, kPermuted>(sum, column, perm, k, inner);
+      add_sources<Policy, 2, kPermuted>(sum, arg, column, perm, k, inner);
       k += 2;
     }
-    if (k < end) add_sources<Policy, 1, kPermuted>(sum, column, perm, k, inner);
+    if (k < end) add_sources<Policy, 1, kPermuted>(sum, arg, column, perm, k, inner);
   }
 }
 
@@ -118,7 +131,18 @@ struct Segments {
   bool accumulate;
   offset_t* next_tile;  // 0 at launch; see core::for_each_tile
   int64_t max_segment;  // longer rows go to the long-row kernels
+  // min, max: the arg (out's layout), and how a position of this problem lies
+  // along dim: (position / arg_inner) % arg_E (a flattened problem, see
+  // scatter_cuda.cuh), or the position itself when arg_E is 0.
+  int64_t* arg;
+  int64_t arg_none, arg_inner, arg_E;
 };
+
+// A position of the problem as a position along dim.
+template <typename scalar_t, typename offset_t>
+__device__ __forceinline__ int64_t along_dim(const Segments<scalar_t, offset_t>& s, int64_t position) {
+  return s.arg_E == 0 ? position : position / s.arg_inner % s.arg_E;
+}
 
 // One thread per (outer, row, column vector) item: combines the row's sources
 // and writes the row's result once. A row with more than max_segment sources
@@ -150,6 +174,10 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
       *reinterpret_cast<Vector<acc_t, V>*>(s.scratch.row(item.o, item.row, start, s.inner) +
                                            item.v * V) = identity;
       *s.csr.long_rows = 1;
+      if constexpr (Policy::kHasArg) {  // the long-row arg pass lowers it
+#pragma unroll
+        for (int j = 0; j < V; ++j) s.arg[item.slot * s.inner + item.v * V + j] = s.arg_none;
+      }
       return;
     }
     const scalar_t* column = src + item.o * s.E * s.inner + item.v * V;
@@ -161,13 +189,23 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
 #pragma unroll
       for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<acc_t>();
     }
-    add_row<Policy, kPermuted, scalar_t, V>(sum, column, s.csr.perm, start, end, s.inner);
+    int64_t arg[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) arg[j] = std::numeric_limits<int64_t>::max();
+    add_row<Policy, kPermuted, scalar_t, V>(sum, arg, column, s.csr.perm, start, end, s.inner);
     Vector<scalar_t, V> result;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       result.val[j] = static_cast<scalar_t>(core::finish<Policy>(sum[j], end - start, s.accumulate));
     }
     *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
+    if constexpr (Policy::kHasArg) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        s.arg[item.slot * s.inner + item.v * V + j] =
+            arg[j] == std::numeric_limits<int64_t>::max() ? s.arg_none : along_dim(s, arg[j]);
+      }
+    }
   });
 }
 
@@ -288,6 +326,42 @@ __global__ void store_long_rows_kernel(Csr<offset_t> csr,
   }
 }
 
+// min, max: arg[slot] = the smallest position of a long row's source holding
+// the row's result, after store_long_rows_kernel (the segment kernel set the
+// long rows' arg to none). Walks the sorted order as long_rows_kernel does.
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__global__ void long_row_args_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
+                                     Csr<offset_t> csr, const scalar_t* __restrict__ out,
+                                     int64_t* __restrict__ arg, int64_t E, int64_t inner, int64_t N,
+                                     int64_t chunks, int64_t items) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*csr.long_rows == 0) return;
+  const bool permuted = *csr.unsorted != 0;
+  const int64_t positions = csr.rowptr[N];
+  const int64_t vectors = inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+    const int64_t v = t % vectors;
+    const int64_t chunk = t / vectors % chunks;
+    const int64_t o = t / vectors / chunks;
+    const int64_t k_end = min((chunk + 1) * kRowsPerThread, positions);
+    for (int64_t k = chunk * kRowsPerThread; k < k_end; ++k) {
+      const int64_t e = permuted ? static_cast<int64_t>(csr.perm[k]) : k;
+      const int64_t row = index[e];
+      offset_t start, end;
+      csr.bounds(row, permuted, start, end);
+      if (end - start <= kMaxSegment) continue;
+      const int64_t slot = (o * N + row) * inner + v * V;
+      acc_t value[V], result[V];
+      core::load_as<scalar_t, V>(src + (o * E + e) * inner + v * V, value);
+      core::load_as<scalar_t, V>(out + slot, result);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if (Policy::holds(value[j], result[j])) core::atomic_min_position(arg + slot + j, e);
+      }
+    }
+  }
+}
+
 // 1-D index: CSR of the index (core/index_plan.cuh), then segments and long
 // rows, all queued at once (long rows only when E > kMaxSegment). Offsets are
 // 32-bit while E allows: half the bytes and faster atomics. For narrow rows
@@ -299,8 +373,14 @@ __global__ void store_long_rows_kernel(Csr<offset_t> csr,
 // flagged the index unsorted. `ordered`: every row combines its sources in
 // source order (a stable permutation, no long rows, no atomics), for
 // deterministic results.
+// How positions of p lie along dim, for the arg: (position / inner) % E, or
+// the position itself when E is 0.
+struct ArgPositions {
+  int64_t inner = 1, E = 0, none = 0;
+};
+
 template <typename Policy, typename scalar_t, typename offset_t>
-void csr_reduce(const ScatterProblem& p, bool ordered) {
+void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr bool kFinishes = Policy::kHasArg || Policy::kDividesByCount;
   const bool atomics_if_unsorted = !kFinishes && !ordered && has_narrow_rows<scalar_t>(p);
@@ -333,7 +413,9 @@ void csr_reduce(const ScatterProblem& p, bool ordered) {
     const Segments<scalar_t, offset_t> sorted{csr,     scratch,      p.E,
                                               p.inner, p.outer,      p.N,
                                               rows,    p.accumulate, plan.counter(1),
-                                              ordered ? std::numeric_limits<int64_t>::max() : kMaxSegment};
+                                              ordered ? std::numeric_limits<int64_t>::max() : kMaxSegment,
+                                              Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr,
+                                              positions.none, positions.inner, positions.E};
     core::launch_one_wave(segment_kernel<Policy, scalar_t, V, offset_t, false>, rows, src, out, sorted);
     if (atomics_if_unsorted) {
       if constexpr (kOwnAtomicType<scalar_t> && !kFinishes) {  // acc_t is scalar_t: straight into out
@@ -363,6 +445,11 @@ void csr_reduce(const ScatterProblem& p, bool ordered) {
                           scratch, p.E, p.inner, p.N, chunks, slices);
     core::launch_one_wave(store_long_rows_kernel<Policy, scalar_t, V, offset_t>, rows, csr, scratch,
                           out, p.inner, p.outer, p.N, rows, p.accumulate);
+    if constexpr (Policy::kHasArg) {
+      core::launch_one_wave(long_row_args_kernel<Policy, scalar_t, V, offset_t>, slices, src, index,
+                            csr, out, p.arg.mutable_data_ptr<int64_t>(), p.E, p.inner, p.N, chunks,
+                            slices);
+    }
   });
 }
 

@@ -55,7 +55,8 @@ void check_index_range(const char* op, const char* arg, IndexBounds bounds, int6
 // Checked mode for CUDA kernels: validate index values (one synchronising pass
 // over the index) before anything is written, and raise on a bad one. CPU
 // kernels always validate. Off by default on CUDA, where out-of-range values
-// are skipped instead; TORCHPLUG_CHECKS=1 in the environment turns it on.
+// are skipped instead. TORCHPLUG_CHECKS in the environment sets it at first
+// use: 1/true/yes/on or 0/false/no/off, any case; another value is an error.
 bool cuda_checks_enabled();
 void set_cuda_checks(bool enabled);
 
