@@ -3,9 +3,8 @@
 // broadcast index) and scales it by what the reduction makes of the element:
 //   sum   1
 //   mean  1 / count (the count is the sum of ones, at least 1)
-//   mul   the product of the slot's other values (out's included): the
-//         product of its nonzero values when the element is its only zero,
-//         0 when there is another zero, else result / element
+//   mul   the product of the slot's other values (out's included), exact
+//         where the slot holds zeros (mul_src_grad)
 //   min, max  1 at the arg position, 0 elsewhere (a scatter of grad_out to arg)
 // Every backward is built from differentiable ops, so double backward works.
 // The in-place forms also pass a gradient to out's original values: grad_out
@@ -112,16 +111,25 @@ at::Tensor scatter_to_arg(const Saved& s, const at::Tensor& grad, const at::Tens
 }
 
 // The src gradient of mul: grad_out * (out's values, when given) gathered,
-// times the product of the slot's other sources.
+// times the product of the slot's other sources, written so that its own
+// derivative is right too (double backward), zeros included: for a nonzero
+// element, (product of the nonzero sources / it) * (product of the zero
+// sources, 0 or 1); for a zero, the product of the nonzero sources when it is
+// the slot's only zero, times the other zero (0, but not to autograd) when
+// there are two, 0 when more.
 at::Tensor mul_src_grad(const Saved& s, const at::Tensor& grad_times_base) {
+  const char* op = kOpName<MulPolicy>;
+  const auto& like = grad_times_base;
   const auto zero = s.src.eq(0);
-  const auto zeros = reduce_like<SumPolicy>(s, zero.to(s.src.scalar_type()), grad_times_base, 0);
-  const auto nonzero_product = reduce_like<MulPolicy>(s, s.src.masked_fill(zero, 1), grad_times_base, 1);
-  const auto zeros_at = gather_slots(kOpName<MulPolicy>, s, zeros);
-  const auto product_at = gather_slots(kOpName<MulPolicy>, s, nonzero_product);
-  const auto others = at::where(zero, at::where(zeros_at.eq(1), product_at, 0),
-                                at::where(zeros_at.eq(0), product_at / s.src.masked_fill(zero, 1), 0));
-  return gather_slots(kOpName<MulPolicy>, s, grad_times_base) * others;
+  const auto at_slot = [&](const at::Tensor& slots) { return gather_slots(op, s, slots); };
+  const auto zeros = at_slot(reduce_like<SumPolicy>(s, zero.to(s.src.scalar_type()), like, 0));
+  const auto nonzero_product = at_slot(reduce_like<MulPolicy>(s, s.src.masked_fill(zero, 1), like, 1));
+  const auto zero_product = at_slot(reduce_like<MulPolicy>(s, at::where(zero, s.src, 1), like, 1));
+  const auto zero_sum = at_slot(reduce_like<SumPolicy>(s, at::where(zero, s.src, 0), like, 0));
+  const auto for_zero = at::where(zeros.eq(1), nonzero_product,
+                                  at::where(zeros.eq(2), nonzero_product * (zero_sum - s.src), 0));
+  const auto for_nonzero = nonzero_product / s.src.masked_fill(zero, 1) * zero_product;
+  return at_slot(grad_times_base) * at::where(zero, for_zero, for_nonzero);
 }
 
 // The src gradient, and the gradient of out's original values (the in-place
@@ -166,13 +174,17 @@ class ScatterFunction : public torch::autograd::Function<ScatterFunction<Policy>
   }
 };
 
+// Out's values before an in-place write, handed to the Function as a plain
+// value (not an input: its history reaches out's old one on its own).
+struct OldValues {
+  at::Tensor values;
+};
+
 template <typename Policy>
 class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFunction<Policy>> {
  public:
   static variable_list forward(AutogradContext* ctx, Variable out, const Variable& src,
-                               const Variable& index, int64_t dim) {
-    // mul's gradients need out's values from before the write.
-    const auto base = Policy::kReduce == core::Reduce::kMul ? out.clone() : at::Tensor();
+                               const Variable& index, int64_t dim, OldValues old) {
     at::Tensor arg;
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
@@ -182,7 +194,8 @@ class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFu
         call_scatter_<Policy>(out, src, index, dim);
       }
     }
-    save<Policy>(ctx, src, index, dim, arg, base);
+    save<Policy>(ctx, src, index, dim, arg, at::Tensor());
+    if (old.values.defined()) ctx->saved_data["old"] = old.values;
     ctx->mark_dirty({out});
     if constexpr (Policy::kHasArg) {
       ctx->mark_non_differentiable({arg});
@@ -193,8 +206,10 @@ class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFu
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    auto [src_grad, base_grad] = gradients<Policy>(load(ctx), grad_outputs[0]);
-    return {base_grad, src_grad, Variable(), Variable()};
+    Saved saved = load(ctx);
+    if (ctx->saved_data.count("old")) saved.base = ctx->saved_data["old"].toTensor();
+    auto [src_grad, base_grad] = gradients<Policy>(saved, grad_outputs[0]);
+    return {base_grad, src_grad, Variable(), Variable(), Variable()};
   }
 };
 
@@ -245,7 +260,10 @@ InplaceResult<Policy> scatter_inplace_autograd(const at::Tensor& out, const at::
     }
   }
   // The returned out is out itself; mark_dirty has already rebased its history.
-  auto outputs = ScatterInplaceFunction<Policy>::apply(out, src, index, dim);
+  // mul's gradients need out's values from before the write: a copy made
+  // here, with autograd on, so that double backward reaches out through it.
+  OldValues old{Policy::kReduce == core::Reduce::kMul ? out.clone() : at::Tensor()};
+  auto outputs = ScatterInplaceFunction<Policy>::apply(out, src, index, dim, std::move(old));
   if constexpr (Policy::kHasArg) return outputs[1];
 }
 

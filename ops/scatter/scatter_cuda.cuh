@@ -16,6 +16,8 @@
 //   1-D index, inner > 1, larger -> segments over the index plan's CSR
 //       (cuda/segments.cuh), with no host synchronisation (with dim_size
 //       given and checked mode off, the whole call).
+//   inner == 1, few slots (an outer slice's slots fit in shared memory, and
+//       at least 16 entries a slot) -> shared bins (cuda/shared_bins.cuh).
 //   inner == 1, or an index of src's shape -> warp runs (cuda/warp_runs.cuh).
 // The atomic strategies combine into an accumulator holding the policy's
 // identity (or out's values); then, for min and max, an arg pass finds the
@@ -26,6 +28,7 @@
 
 #include "cuda/atomic_rows.cuh"
 #include "cuda/segments.cuh"
+#include "cuda/shared_bins.cuh"
 #include "cuda/warp_runs.cuh"
 #include "scatter_kernel.h"
 #include "torchplug/core/launch.cuh"
@@ -231,6 +234,13 @@ void atomic_rows(const ScatterProblem& p) {
 }
 
 template <typename Policy, typename scalar_t>
+void shared_bins(const ScatterProblem& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  with_accumulator<Policy, scalar_t>(
+      p, [&](const scalar_t* src, acc_t* acc) { launch_shared_bins<Policy>(p, src, acc); });
+}
+
+template <typename Policy, typename scalar_t>
 void warp_runs(const ScatterProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
   with_accumulator<Policy, scalar_t>(
@@ -293,6 +303,8 @@ void scatter_kernel_cuda(const ScatterProblem& p) {
       atomic_rows<Policy, scalar_t>(p);
     } else if (p.index_1d && p.inner > 1) {
       segments<Policy, scalar_t>(p, false, false);
+    } else if (takes_shared_bins<acc_t>(p)) {
+      shared_bins<Policy, scalar_t>(p);
     } else {
       warp_runs<Policy, scalar_t>(p);
     }

@@ -15,9 +15,11 @@ import torch
 import torchplug
 from torchplug.bench.measure import matches
 
-_BASELINES = {"index_add_", "scatter_add_", "scatter_reduce_"}
+_BASELINES = {"index_add_", "scatter_add_", "scatter_reduce_"}  # sum's
+_OTHER_BASELINES = {"index_reduce_", "scatter_reduce_"}  # the other reductions'
 if importlib.util.find_spec("torch_scatter") is not None:
     _BASELINES.add("torch_scatter")
+    _OTHER_BASELINES.add("torch_scatter")
 _RANDOM = {"torchplug", *_BASELINES}
 _SORTED = {*_RANDOM, "segment_reduce"}
 _ADD = {"torchplug", "torch.add"}
@@ -61,18 +63,18 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
 
     workloads = record["workloads"]
     scatter = [w for w in workloads if w["op"] == "scatter"]
-    assert sorted((w["params"]["F"], w["params"]["index"]) for w in scatter) == [
-        (1, "random"),
-        (16, "random"),
-        (16, "sorted"),
-        (64, "random"),
-    ]
+    assert sorted((w["params"]["reduce"], w["params"]["F"], w["params"]["index"]) for w in scatter) == sorted(
+        [(r, f, "random") for r in ("sum", "mean", "mul", "min", "max") for f in (1, 16, 64)]
+        + [("sum", 16, "sorted")]
+    )
     assert [w["op"] for w in workloads].count("add") == 1
 
     for workload in workloads:
         names = {c["name"] for c in workload["candidates"]}
         if workload["op"] == "add":
             assert names == _ADD
+        elif workload["params"]["reduce"] != "sum":
+            assert names == {"torchplug", *_OTHER_BASELINES}
         else:
             assert names == (_SORTED if workload["params"]["index"] == "sorted" else _RANDOM)
         for candidate in workload["candidates"]:

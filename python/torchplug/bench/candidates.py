@@ -28,6 +28,8 @@ TORCHPLUG = "torchplug"
 
 #: torchplug with checked mode on: its ratio is what the checks cost.
 CHECKED = "torchplug checked"
+#: torchplug under torch.use_deterministic_algorithms(True) (CUDA only).
+DETERMINISTIC = "torchplug deterministic"
 
 _EXPANDED = "expanded index prebuilt (stride-0 view)"
 _LENGTHS = "given segment lengths (prebuilt)"
@@ -53,6 +55,20 @@ class Lineup:
     reference: str
 
 
+def _deterministic(call: Callable[[], Tensor]) -> Callable[[], Tensor]:
+    """``call`` in deterministic mode, restored afterwards."""
+
+    def run() -> Tensor:
+        before = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+        try:
+            return call()
+        finally:
+            torch.use_deterministic_algorithms(before)
+
+    return run
+
+
 def _checked(call: Callable[[], Tensor]) -> Callable[[], Tensor]:
     """``call`` with checked mode on, restored afterwards."""
 
@@ -63,42 +79,68 @@ def _checked(call: Callable[[], Tensor]) -> Callable[[], Tensor]:
     return run
 
 
+# scatter_reduce_'s name for each reduction; segment_reduce has no product.
+_NATIVE = {"sum": "sum", "mean": "mean", "mul": "prod", "min": "amin", "max": "amax"}
+
+
 def _scatter_lineup(workload: ScatterWorkload, device: torch.device) -> Lineup:
-    """torchplug.scatter_sum against index_add_, scatter_add_, scatter_reduce_,
-    segment_reduce (sorted index only) and torch_scatter (when installed)."""
+    """torchplug.scatter_<reduce> against index_add_ and scatter_add_ (sum),
+    scatter_reduce_ and index_reduce_ (the others), segment_reduce (sorted
+    index only) and torch_scatter (when installed)."""
     x = workload.make_inputs(device)
-    src, index, n = x.src, x.index, workload.n
+    src, index, n, dim, reduce = x.src, x.index, workload.n, x.dim, workload.reduce
+    out_shape = (src.size(0), n) if workload.last_dim else (n, src.size(1))
 
-    def zeros() -> Tensor:
-        return src.new_zeros(n, src.size(1))
+    def zeros() -> Tensor:  # ones for a product: an empty slot holds 1
+        return src.new_ones(out_shape) if reduce == "mul" else src.new_zeros(out_shape)
 
-    expanded = index.view(-1, 1).expand_as(src)
-    candidates = [
-        Candidate(TORCHPLUG, lambda: torchplug.scatter_sum(src, index, dim=0, dim_size=n)),
-    ]
+    expanded = (index.view(1, -1) if workload.last_dim else index.view(-1, 1)).expand_as(src)
+    scatter_op = getattr(torchplug, "scatter_" + reduce)
+
+    def ours() -> Tensor:  # min and max also compute their arg; the values are compared
+        result = scatter_op(src, index, dim, dim_size=n)
+        return result[0] if isinstance(result, tuple) else result
+
+    candidates = [Candidate(TORCHPLUG, ours)]
     if device.type == "cuda":  # CPU kernels always validate the index
         candidates.append(
             Candidate(
                 CHECKED,
-                _checked(lambda: torchplug.scatter_sum(src, index, dim=0, dim_size=n)),
+                _checked(ours),
                 "checked mode: index validated first (torchplug.set_checks)",
             )
         )
-    candidates += [
-        Candidate("index_add_", lambda: zeros().index_add_(0, index, src)),
-        Candidate("scatter_add_", lambda: zeros().scatter_add_(0, expanded, src), _EXPANDED),
+        candidates.append(
+            Candidate(
+                DETERMINISTIC,
+                _deterministic(ours),
+                "torch.use_deterministic_algorithms(True): no float atomics, same bits every run",
+            )
+        )
+    native = _NATIVE[reduce]
+    if reduce == "sum":
+        candidates += [
+            Candidate("index_add_", lambda: zeros().index_add_(dim, index, src)),
+            Candidate("scatter_add_", lambda: zeros().scatter_add_(dim, expanded, src), _EXPANDED),
+        ]
+    else:
+        candidates.append(
+            Candidate("index_reduce_",
+                      lambda: zeros().index_reduce_(dim, index, src, native, include_self=False))
+        )
+    candidates.append(
         Candidate(
             "scatter_reduce_",
-            lambda: zeros().scatter_reduce_(0, expanded, src, "sum", include_self=True),
+            lambda: zeros().scatter_reduce_(dim, expanded, src, native, include_self=reduce == "sum"),
             _EXPANDED,
-        ),
-    ]
-    if workload.sorted_index:
+        )
+    )
+    if workload.sorted_index and reduce != "mul" and not workload.last_dim:
         lengths = torch.bincount(index, minlength=n)
         candidates.append(
             Candidate(
                 "segment_reduce",
-                lambda: torch.segment_reduce(src, "sum", lengths=lengths, axis=0),
+                lambda: torch.segment_reduce(src, native.removeprefix("a"), lengths=lengths, axis=0),
                 _LENGTHS,
             )
         )
@@ -106,10 +148,10 @@ def _scatter_lineup(workload: ScatterWorkload, device: torch.device) -> Lineup:
         candidates.append(
             Candidate(
                 "torch_scatter",
-                lambda: torch_scatter.scatter(src, index, dim=0, dim_size=n, reduce="sum"),
+                lambda: torch_scatter.scatter(src, index, dim=dim, dim_size=n, reduce=reduce),
             )
         )
-    return Lineup(tuple(candidates), reference="index_add_")
+    return Lineup(tuple(candidates), reference="index_add_" if reduce == "sum" else "scatter_reduce_")
 
 
 def _add_lineup(workload: AddWorkload, device: torch.device) -> Lineup:

@@ -26,15 +26,21 @@ def dtype_label(dtype: torch.dtype) -> str:
 
 @dataclass(frozen=True)
 class ScatterInputs:
-    """``src [E, F]`` and ``index [E]`` (int64, values in ``[0, N)``)."""
+    """``src [E, F]`` (``[F, E]`` for ``last_dim``) and ``index [E]`` (int64,
+    values in ``[0, N)``); ``dim`` is the dimension of ``src`` reduced."""
 
     src: Tensor
     index: Tensor
+    dim: int = 0
 
 
 @dataclass(frozen=True)
 class ScatterWorkload:
-    """``scatter_sum`` along dim 0: ``E x F`` elements of ``src`` into ``N`` rows."""
+    """``scatter_<reduce>``: ``E x F`` elements of ``src`` into ``N`` slots along
+    dim 0, or along the last dim of ``src [F, E]`` (``last_dim``, torch_scatter's
+    default ``dim=-1``). The index is uniformly random, sorted, or power-law
+    (``skew``: row ``r`` about as likely as ``1 / (r + 1)``, a real graph's few
+    hubs and long tail)."""
 
     op: ClassVar[str] = "scatter"
     e: int
@@ -42,18 +48,21 @@ class ScatterWorkload:
     n: int
     sorted_index: bool = False
     dtype: torch.dtype = torch.float32
+    reduce: str = "sum"
+    skew: bool = False
+    last_dim: bool = False
 
     @property
     def order(self) -> str:
-        """``"sorted"`` or ``"random"``: how the index is made."""
-        return "sorted" if self.sorted_index else "random"
+        """``"sorted"``, ``"power-law"`` or ``"random"``: how the index is made."""
+        return "sorted" if self.sorted_index else "power-law" if self.skew else "random"
 
     @property
     def name(self) -> str:
         """Table label, e.g. ``scatter_sum E=10M F=64 N=1M random float32``."""
         return (
-            f"scatter_sum E={count_label(self.e)} F={self.f} N={count_label(self.n)} "
-            f"{self.order} {dtype_label(self.dtype)}"
+            f"scatter_{self.reduce} E={count_label(self.e)} F={self.f} N={count_label(self.n)} "
+            f"{self.order} {dtype_label(self.dtype)}" + (" dim=-1" if self.last_dim else "")
         )
 
     @property
@@ -62,9 +71,10 @@ class ScatterWorkload:
         return max(1.0, self.e / self.n)
 
     def min_bytes(self) -> int:
-        """Read ``src`` once, read ``index`` once, write the output once."""
-        s = self.dtype.itemsize
-        return s * self.e * self.f + 8 * self.e + s * self.n * self.f
+        """Read ``src`` once, read ``index`` once, write the output (and min and
+        max's int64 arg) once."""
+        s = self.dtype.itemsize + (8 if self.reduce in ("min", "max") else 0)
+        return self.dtype.itemsize * self.e * self.f + 8 * self.e + s * self.n * self.f
 
     def params(self) -> dict[str, object]:
         """The sizes, for the JSON record."""
@@ -74,15 +84,22 @@ class ScatterWorkload:
             "N": self.n,
             "index": self.order,
             "dtype": dtype_label(self.dtype),
+            "reduce": self.reduce,
+            "dim": -1 if self.last_dim else 0,
         }
 
     def make_inputs(self, device: torch.device) -> ScatterInputs:
-        """Random ``src`` and a uniformly random index, sorted if asked."""
-        src = torch.randn(self.e, self.f, device=device, dtype=self.dtype)
-        index = torch.randint(0, self.n, (self.e,), device=device)
+        """Random ``src`` and the index, sorted if asked."""
+        shape = (self.f, self.e) if self.last_dim else (self.e, self.f)
+        src = torch.randn(shape, device=device, dtype=self.dtype)
+        if self.skew:  # log-uniform over [1, N]: density about 1 / x
+            u = torch.rand(self.e, device=device, dtype=torch.float64)
+            index = (torch.pow(float(self.n), u).long() - 1).clamp_(0, self.n - 1)
+        else:
+            index = torch.randint(0, self.n, (self.e,), device=device)
         if self.sorted_index:
             index = index.sort().values
-        return ScatterInputs(src, index)
+        return ScatterInputs(src, index, -1 if self.last_dim else 0)
 
 
 @dataclass(frozen=True)
@@ -124,6 +141,8 @@ class AddWorkload:
 
 Workload = ScatterWorkload | AddWorkload
 
+REDUCTIONS = ("sum", "mean", "mul", "min", "max")
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -150,6 +169,10 @@ def _gpu_profile() -> Profile:
             ScatterWorkload(4 * m, 256, 200_000, sorted_index=True),
             ScatterWorkload(20 * m, 16, 2 * m, sorted_index=True),
             ScatterWorkload(10 * m, 64, m, dtype=torch.bfloat16),
+            *(ScatterWorkload(10 * m, 64, m, reduce=r) for r in ("mean", "mul", "min", "max")),
+            *(ScatterWorkload(10 * m, 64, m, sorted_index=True, reduce=r) for r in ("mean", "max")),
+            *(ScatterWorkload(200_000, 256, 1000, reduce=r, last_dim=True) for r in ("sum", "max")),
+            *(ScatterWorkload(10 * m, 64, m, reduce=r, skew=True) for r in ("sum", "max")),
             AddWorkload(2**29),
         ),
         copy_numel=2**29,
@@ -161,13 +184,12 @@ def _gpu_profile() -> Profile:
 def _cpu_profile(
     name: str, e: int, n: int, add_numel: int, copy_numel: int, warmup: int, repeats: int
 ) -> Profile:
-    """The CPU set at a given scale: F in {1, 16, 64} with a random index, F=16 sorted, add."""
+    """The CPU set at a given scale: F in {1, 16, 64} with a random index for
+    every reduction, F=16 sorted, add."""
     return Profile(
         name=name,
         workloads=(
-            ScatterWorkload(e, 1, n),
-            ScatterWorkload(e, 16, n),
-            ScatterWorkload(e, 64, n),
+            *(ScatterWorkload(e, f, n, reduce=r) for r in REDUCTIONS for f in (1, 16, 64)),
             ScatterWorkload(e, 16, n, sorted_index=True),
             AddWorkload(add_numel),
         ),

@@ -17,7 +17,8 @@
 //   - for an unsorted index, a permutation listing each row's sources: by a
 //     counting sort with atomics (kAtomic: each row's sources in arbitrary
 //     order), or by a stable sort (kStable: in source order, for deterministic
-//     results; also for a sorted index, where it is the identity).
+//     results; it reads the flag back, one synchronisation, and skips the
+//     sort for a sorted index).
 
 #include "torchplug/core/cache_hint.cuh"
 #include "torchplug/core/launch.cuh"
@@ -264,6 +265,12 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
                     plan.rowptr.template mutable_data_ptr<offset_t>(),
                     plan.perm.template mutable_data_ptr<offset_t>());
   } else if (plan.stable) {
+    // A caller that wants a fixed order may wait for the flag: a sorted index
+    // (all values inside [0, N)) needs no sort.
+    if (plan.stats.narrow(0, N + 1, 1).template item<offset_t>() == 0) {
+      plan.stable = false;
+      return plan;
+    }
     const bool narrow = N < std::numeric_limits<int32_t>::max();
     at::Tensor keys = at::empty({E}, index.options().dtype(narrow ? at::kInt : at::kLong));
     if (narrow) {

@@ -1,0 +1,83 @@
+#pragma once
+
+// The shared-bins strategy of the scatter family, for rows of one value
+// (inner == 1) into few slots: the output slice of one outer index fits in
+// shared memory (kSharedBinsBytes), as when a wide tensor is reduced along its
+// last dimension into a thousand slots (torch_scatter's default dim=-1). Each
+// block takes a chunk of one outer slice's entries, combines them into its
+// own copy of the slice's slots with shared-memory atomics, then combines
+// each slot it reached into the accumulator with one global atomic: the
+// global atomics drop from one per entry to one per slot and block.
+
+#include "../scatter_kernel.h"
+#include "torchplug/core/launch.cuh"
+#include "torchplug/core/reduction.cuh"
+
+#include <ATen/ceil_div.h>
+
+#include <algorithm>
+
+namespace torchplug::scatter_detail {
+
+constexpr int64_t kSharedBinsBytes = int64_t{32} << 10;
+// Entries per block at least: a block's flush costs one atomic per slot.
+constexpr int64_t kSharedBinsEntriesPerSlot = 16;
+
+template <typename Policy, typename scalar_t, typename acc_t, bool kIndex1d>
+__global__ void shared_bins_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
+                                   acc_t* __restrict__ acc, int64_t E, int64_t N, int64_t chunk,
+                                   int64_t chunks) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  acc_t* bins = reinterpret_cast<acc_t*>(shared_bytes);
+  const acc_t identity = Policy::template identity<acc_t>();
+  for (int64_t b = threadIdx.x; b < N; b += blockDim.x) bins[b] = identity;
+  __syncthreads();
+  const int64_t o = blockIdx.x / chunks;
+  const int64_t first = blockIdx.x % chunks * chunk;
+  const int64_t last = first + chunk < E ? first + chunk : E;
+  const scalar_t* src_o = src + o * E;
+  for (int64_t e = first + threadIdx.x; e < last; e += blockDim.x) {
+    const int64_t row = kIndex1d ? index[e] : index[o * E + e];
+    if (row >= 0 && row < N) core::atomic_combine<Policy>(bins + row, static_cast<acc_t>(src_o[e]));
+  }
+  __syncthreads();
+  acc_t* acc_o = acc + o * N;
+  for (int64_t b = threadIdx.x; b < N; b += blockDim.x) {
+    const acc_t value = bins[b];
+    // A slot no entry of the chunk reached holds the identity's bits.
+    if (core::detail::to_bits(value) != core::detail::to_bits(identity)) {
+      core::atomic_combine<Policy>(acc_o + b, value);
+    }
+  }
+}
+
+template <typename acc_t>
+bool takes_shared_bins(const ScatterProblem& p) {
+  return p.inner == 1 && p.N * static_cast<int64_t>(sizeof(acc_t)) <= kSharedBinsBytes &&
+         p.E >= kSharedBinsEntriesPerSlot * p.N && p.outer <= (int64_t{1} << 30);
+}
+
+// Combines every source of p into acc (holding the identity or out's values).
+template <typename Policy, typename scalar_t, typename acc_t>
+void launch_shared_bins(const ScatterProblem& p, const scalar_t* src, acc_t* acc) {
+  // Chunks of at least kSharedBinsEntriesPerSlot entries per slot, and enough
+  // blocks for a few waves.
+  const int64_t min_chunk = kSharedBinsEntriesPerSlot * std::max<int64_t>(p.N, core::kThreadsPerBlock);
+  const int64_t chunks = std::max<int64_t>(1, std::min(at::ceil_div<int64_t>(p.E, min_chunk),
+                                                       at::ceil_div<int64_t>(4096, p.outer)));
+  const int64_t chunk = at::ceil_div<int64_t>(p.E, chunks);
+  const int64_t blocks = p.outer * chunks;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const size_t shared = static_cast<size_t>(p.N) * sizeof(acc_t);
+  const auto* index = p.index.const_data_ptr<int64_t>();
+  if (p.index_1d) {
+    shared_bins_kernel<Policy, scalar_t, acc_t, true>
+        <<<blocks, core::kThreadsPerBlock, shared, stream>>>(src, index, acc, p.E, p.N, chunk, chunks);
+  } else {
+    shared_bins_kernel<Policy, scalar_t, acc_t, false>
+        <<<blocks, core::kThreadsPerBlock, shared, stream>>>(src, index, acc, p.E, p.N, chunk, chunks);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace torchplug::scatter_detail
