@@ -221,12 +221,13 @@ __global__ void segment_kernel(const scalar_t* __restrict__ src, scalar_t* __res
 // takes uncapped, and 2% slower at F=256 float32 (docs/benchmarks.md). 8- and
 // 16-bit integer types would spill hundreds of bytes under the cap; the cap is
 // kept to floating types (float32 and half spill 8 bytes, bfloat16 and double
-// nothing) with 32-bit offsets. A kernel of its own, not a template argument of
-// segment_kernel: any __launch_bounds__, even (256, 1), changes how ptxas
+// nothing) with 32-bit offsets, and to reductions without an arg (min and
+// max keep a position per value). A kernel of its own, not a template argument
+// of segment_kernel: any __launch_bounds__, even (256, 1), changes how ptxas
 // allocates the uncapped kernels' registers (40 -> 54 for the sorted float one).
-template <typename scalar_t, typename offset_t>
+template <typename Policy, typename scalar_t, typename offset_t>
 constexpr bool kCapPermutedRegisters =
-    std::is_floating_point_v<at::opmath_type<scalar_t>> && sizeof(offset_t) == 4;
+    !Policy::kHasArg && std::is_floating_point_v<at::opmath_type<scalar_t>> && sizeof(offset_t) == 4;
 
 template <typename Policy, typename scalar_t, int V, typename offset_t>
 __global__ void __launch_bounds__(core::kThreadsPerBlock, 8)
@@ -430,7 +431,7 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
       Segments<scalar_t, offset_t> permuted = sorted;
       permuted.next_tile = plan.counter(2);
       const auto permuted_kernel = [] {
-        if constexpr (kCapPermutedRegisters<scalar_t, offset_t>) {
+        if constexpr (kCapPermutedRegisters<Policy, scalar_t, offset_t>) {
           return capped_permuted_segment_kernel<Policy, scalar_t, V, offset_t>;
         } else {
           return segment_kernel<Policy, scalar_t, V, offset_t, true>;

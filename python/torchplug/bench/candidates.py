@@ -79,14 +79,14 @@ def _checked(call: Callable[[], Tensor]) -> Callable[[], Tensor]:
     return run
 
 
-# scatter_reduce_'s name for each reduction; segment_reduce has no product.
+# scatter_reduce_'s name for each reduction.
 _NATIVE = {"sum": "sum", "mean": "mean", "mul": "prod", "min": "amin", "max": "amax"}
 
 
 def _scatter_lineup(workload: ScatterWorkload, device: torch.device) -> Lineup:
     """torchplug.scatter_<reduce> against index_add_ and scatter_add_ (sum),
-    scatter_reduce_ and index_reduce_ (the others), segment_reduce (sorted
-    index only) and torch_scatter (when installed)."""
+    scatter_reduce_ and index_reduce_ (the others), segment_reduce (sum over
+    a sorted index) and torch_scatter (when installed)."""
     x = workload.make_inputs(device)
     src, index, n, dim, reduce = x.src, x.index, workload.n, x.dim, workload.reduce
     out_shape = (src.size(0), n) if workload.last_dim else (n, src.size(1))
@@ -135,12 +135,13 @@ def _scatter_lineup(workload: ScatterWorkload, device: torch.device) -> Lineup:
             _EXPANDED,
         )
     )
-    if workload.sorted_index and reduce != "mul" and not workload.last_dim:
+    # segment_reduce leaves an empty segment at NaN (mean) or -inf (max), not 0.
+    if workload.sorted_index and reduce == "sum" and not workload.last_dim:
         lengths = torch.bincount(index, minlength=n)
         candidates.append(
             Candidate(
                 "segment_reduce",
-                lambda: torch.segment_reduce(src, native.removeprefix("a"), lengths=lengths, axis=0),
+                lambda: torch.segment_reduce(src, "sum", lengths=lengths, axis=0),
                 _LENGTHS,
             )
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -67,7 +68,10 @@ class ScatterWorkload:
 
     @property
     def terms_per_output(self) -> float:
-        """Mean number of ``src`` rows summed into one output row."""
+        """How many ``src`` rows one output row sums, for the tolerance: the
+        mean, or for a power-law index its largest row (about E / ln N)."""
+        if self.skew:
+            return max(1.0, self.e / math.log(self.n))
         return max(1.0, self.e / self.n)
 
     def min_bytes(self) -> int:
