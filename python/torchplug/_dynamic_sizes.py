@@ -13,6 +13,7 @@ C++ callers keep the Meta kernel as it is.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 _META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _wrapped: set[str] = set()
@@ -29,11 +30,14 @@ def _wrap(qualname: str, position: int) -> None:
     meta = torch.library.get_kernel(qualname, "Meta")
 
     def fake(*args, **kwargs):
-        if len(args) > position:
-            if args[position] is None:
-                args = (*args[:position], torch.library.get_ctx().new_dynamic_size(), *args[position + 1:])
-        elif kwargs.get("dim_size") is None:
-            kwargs = {**kwargs, "dim_size": torch.library.get_ctx().new_dynamic_size()}
+        # Plain meta tensors (no fake mode, no shape environment) keep the C++
+        # kernel's own answer: dim_size is required.
+        if isinstance(args[0], FakeTensor):
+            if len(args) > position:
+                if args[position] is None:
+                    args = (*args[:position], torch.library.get_ctx().new_dynamic_size(), *args[position + 1:])
+            elif kwargs.get("dim_size") is None:
+                kwargs = {**kwargs, "dim_size": torch.library.get_ctx().new_dynamic_size()}
         return meta.call_boxed(_META, *args, **kwargs)
 
     torch.library.register_fake(qualname, fake, allow_override=True)
