@@ -50,7 +50,6 @@ void check_out(const char* op, const at::Tensor& out, const at::Tensor& src, int
 ScatterProblem describe(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                         int64_t dim_size) {
   ScatterProblem problem;
-  problem.op = op;
   problem.src = src.contiguous();
   const auto split = core::split_at(src.sizes(), dim);
   problem.outer = split.outer;

@@ -41,7 +41,6 @@
 #include <ATen/ceil_div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
-#include <ATen/ops/zeros.h>
 
 #include <limits>
 #include <type_traits>
@@ -160,8 +159,9 @@ __global__ void count_kernel(const int64_t* __restrict__ index, int32_t* __restr
 
 // out[i] = finish(acc[i]) with each slot's count: counted (mean), or whether
 // some source holds its value (min, max: arg < E).
+// out and acc may be one array (float types reduce in place): no __restrict__.
 template <typename Policy, typename scalar_t, typename acc_t>
-__global__ void finish_kernel(scalar_t* __restrict__ out, const acc_t* __restrict__ acc,
+__global__ void finish_kernel(scalar_t* out, const acc_t* acc,
                               const int32_t* __restrict__ counts, const int64_t* __restrict__ arg,
                               int64_t n, int64_t inner, int64_t N, int64_t E, bool index_1d,
                               bool accumulate) {
@@ -205,7 +205,8 @@ void with_accumulator(const ScatterProblem& p, Body body) {
   if constexpr (kFinishes) {
     at::Tensor counts;
     if constexpr (Policy::kDividesByCount) {
-      counts = at::zeros({p.index_1d ? p.N : p.out.numel()}, p.index.options().dtype(at::kInt));
+      counts = at::empty({p.index_1d ? p.N : p.out.numel()}, p.index.options().dtype(at::kInt));
+      zero_async(counts);
       const int64_t entries = p.index_1d ? p.E : p.src.numel();
       core::launch(count_kernel, entries, p.index.const_data_ptr<int64_t>(),
                    counts.mutable_data_ptr<int32_t>(), p.E, p.inner, p.N, entries, p.index_1d);

@@ -44,7 +44,6 @@ InplaceResult<Policy> call_scatter_(const at::Tensor& out, const at::Tensor& src
 // policy's empty value in slots nothing reached, and arg (when the policy has
 // one) = the smallest source position holding the slot's value, E if none.
 struct ScatterProblem {
-  const char* op = nullptr;  // for messages
   at::Tensor src;    // contiguous
   at::Tensor index;  // contiguous int64: [E] when index_1d, else src's shape
   bool index_1d = true;

@@ -23,8 +23,6 @@
 //   kHasArg         the op also returns, per slot, the smallest source position
 //                   whose value is the result (min, max)
 //   kDividesByCount finalize() divides by the number of values combined (mean)
-//   kOrderSensitive floating-point results depend on the order values combine
-//                   in: a deterministic run needs a strategy with a fixed order
 //
 // The table of reductions, TORCHPLUG_FOR_EACH_REDUCTION, names each policy
 // once; ops define their schemas and dispatch from it. A new reduction is a
@@ -58,7 +56,6 @@ struct SumPolicy {
   static constexpr AtomicKind kAtomic = AtomicKind::kAdd;
   static constexpr bool kHasArg = false;
   static constexpr bool kDividesByCount = false;
-  static constexpr bool kOrderSensitive = true;
 
   // +0.0, as for a sum into zeros (index_add_): -0.0 sources alone give +0.0.
   template <typename T>
@@ -100,7 +97,6 @@ struct MulPolicy {
   static constexpr AtomicKind kAtomic = AtomicKind::kCas;
   static constexpr bool kHasArg = false;
   static constexpr bool kDividesByCount = false;
-  static constexpr bool kOrderSensitive = true;
 
   template <typename T>
   C10_HOST_DEVICE static constexpr T identity() {
@@ -125,7 +121,6 @@ struct ExtremePolicy {
   static constexpr AtomicKind kAtomic = AtomicKind::kCas;
   static constexpr bool kHasArg = true;
   static constexpr bool kDividesByCount = false;
-  static constexpr bool kOrderSensitive = false;
 
   template <typename T>
   C10_HOST_DEVICE static constexpr T identity() {
