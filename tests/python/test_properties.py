@@ -67,7 +67,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import torchplug
-from op_table import OpRow, scatter_rows_param, values as row_values
+from op_table import OpRow, assert_bitwise, scatter_rows_param, values as row_values
 from scatter_reference import (Reduced, assert_reduced_close, broadcast_index, default_dim_size, gamma,
                                reduce_grad_reference, reduce_reference, ulp)
 
@@ -237,21 +237,6 @@ def build_add_operands(case: dict, device: str) -> tuple[torch.Tensor, torch.Ten
     a = operand(case["shape_a"], case["dtype_a"], case["layout_a"])
     b = operand(case["shape_b"], case["dtype_b"], case["layout_b"])
     return a, b
-
-
-def assert_bitwise(actual: torch.Tensor, expected: torch.Tensor, context: str) -> None:
-    """Same shape, dtype, device and values; NaN where expected is NaN; for
-    floats the same sign of zero (signbit compared everywhere but NaN)."""
-    assert actual.shape == expected.shape, context
-    assert actual.dtype == expected.dtype, context
-    assert actual.device == expected.device, context
-    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True,
-                               msg=lambda m: f"{context}\n{m}")
-    if expected.dtype.is_floating_point:
-        not_nan = ~torch.isnan(expected)
-        assert torch.equal(torch.signbit(actual)[not_nan], torch.signbit(expected)[not_nan]), (
-            f"{context}: sign of zero differs"
-        )
 
 
 @settings(max_examples=500, **PROPERTY)
