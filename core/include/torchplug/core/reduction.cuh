@@ -8,11 +8,11 @@
 //   core::atomic_min_position(arg + slot, e);                  // the arg passes
 //
 // kAdd policies add (float vectors as one 16- or 8-byte atomic on sm_90,
-// core/atomic.cuh). kCas policies run a compare-and-swap loop over the value's
-// bits, which reads first and stops as soon as combine() leaves the slot as it
-// is: a max into a slot that already holds a larger value costs one load.
-// Integer min and max use the hardware's own atomics. Values are 4 or 8 bytes:
-// float16 and bfloat16 reduce into a float accumulator.
+// core/atomic.cuh). kMinMax policies take the hardware's integer min or max
+// atomic: on integers directly, on floating values on their bits (below).
+// kCas policies run a compare-and-swap loop over the value's bits, which reads
+// first and stops as soon as combine() leaves the slot as it is. Values are 4
+// or 8 bytes: float16 and bfloat16 reduce into a float accumulator.
 
 #include "torchplug/core/atomic.cuh"
 #include "torchplug/core/reduction.h"
@@ -41,6 +41,33 @@ __device__ __forceinline__ T from_bits(CasBits<T> bits) {
   return value;
 }
 
+// The min or max of a floating value into *address with integer atomics: a
+// non-negative value's bits order as a signed integer, a negative value's in
+// reverse as an unsigned one, so each sign takes one atomic. A NaN is stored as
+// the one pattern that wins under both orders (all ones but the sign for max,
+// all ones for min). A NaN already in the slot with other bits (out's own)
+// could lose to a number that way, so an atomic that finds one stores the
+// winning pattern after it.
+template <bool kIsMax, typename T>
+__device__ __forceinline__ void atomic_extreme_bits(T* address, T value) {
+  using Bits = CasBits<T>;
+  using SignedBits = std::make_signed_t<Bits>;
+  constexpr Bits kSign = Bits{1} << (8 * sizeof(T) - 1);
+  constexpr Bits kNan = kIsMax ? ~kSign : ~Bits{0};
+  const auto issue = [address](Bits bits) -> Bits {
+    if (bits & kSign) {
+      auto* as_unsigned = reinterpret_cast<Bits*>(address);
+      return kIsMax ? atomicMin(as_unsigned, bits) : atomicMax(as_unsigned, bits);
+    }
+    auto* as_signed = reinterpret_cast<SignedBits*>(address);
+    const auto wanted = static_cast<SignedBits>(bits);
+    return static_cast<Bits>(kIsMax ? atomicMax(as_signed, wanted) : atomicMin(as_signed, wanted));
+  };
+  const Bits bits = is_nan(value) ? kNan : to_bits(value);
+  const Bits before = issue(bits);
+  if (before != kNan && is_nan(from_bits<T>(before))) issue(kNan);
+}
+
 template <typename Policy, typename T>
 __device__ __forceinline__ void atomic_cas_combine(T* address, T value) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "CAS combine on 4- or 8-byte values");
@@ -63,12 +90,14 @@ template <typename Policy, typename T>
 __device__ __forceinline__ void atomic_combine(T* address, T value) {
   if constexpr (Policy::kAtomic == AtomicKind::kAdd) {
     atomic_add(address, value);
-  } else if constexpr (Policy::kHasArg && std::is_same_v<T, int32_t>) {
+  } else if constexpr (Policy::kAtomic == AtomicKind::kMinMax && std::is_same_v<T, int32_t>) {
     Policy::kReduce == Reduce::kMax ? atomicMax(address, value) : atomicMin(address, value);
-  } else if constexpr (Policy::kHasArg && std::is_same_v<T, int64_t>) {
+  } else if constexpr (Policy::kAtomic == AtomicKind::kMinMax && std::is_same_v<T, int64_t>) {
     auto* as_ll = reinterpret_cast<long long*>(address);
     Policy::kReduce == Reduce::kMax ? atomicMax(as_ll, static_cast<long long>(value))
                                     : atomicMin(as_ll, static_cast<long long>(value));
+  } else if constexpr (Policy::kAtomic == AtomicKind::kMinMax) {
+    detail::atomic_extreme_bits<Policy::kReduce == Reduce::kMax>(address, value);
   } else {
     detail::atomic_cas_combine<Policy>(address, value);
   }

@@ -18,8 +18,10 @@
 //   combine(a, v)   a = a (op) v; associative and commutative
 //   kAtomic         how CUDA kernels combine into memory many threads write
 //                   (core/reduction.cuh): kAdd is one (vector) atomic add,
-//                   kCas a compare-and-swap loop (a CAS per contended update,
-//                   and none at all where combine leaves the slot unchanged)
+//                   kMinMax the hardware's integer min or max atomic (on a
+//                   floating value's bits), kCas a compare-and-swap loop (a CAS
+//                   per contended update, none where combine leaves the slot
+//                   unchanged)
 //   kHasArg         the op also returns, per slot, the smallest source position
 //                   whose value is the result (min, max)
 //   kDividesByCount finalize() divides by the number of values combined (mean)
@@ -40,7 +42,7 @@ namespace torchplug::core {
 
 enum class Reduce : int8_t { kSum, kMean, kMul, kMin, kMax };
 
-enum class AtomicKind : int8_t { kAdd, kCas };
+enum class AtomicKind : int8_t { kAdd, kMinMax, kCas };
 
 template <typename T>
 C10_HOST_DEVICE inline bool is_nan(T v) {
@@ -118,7 +120,7 @@ struct MulPolicy {
 template <bool kIsMax>
 struct ExtremePolicy {
   static constexpr Reduce kReduce = kIsMax ? Reduce::kMax : Reduce::kMin;
-  static constexpr AtomicKind kAtomic = AtomicKind::kCas;
+  static constexpr AtomicKind kAtomic = AtomicKind::kMinMax;
   static constexpr bool kHasArg = true;
   static constexpr bool kDividesByCount = false;
 
