@@ -7,9 +7,9 @@
 //
 // Which strategy runs (index values outside [0, N) are skipped by every one):
 //   deterministic mode (torch.use_deterministic_algorithms), floating types
-//       -> ordered segments: a stable sort of the rows (or, for rows of one
-//       value and an index of src's shape, of the flat output slots) and the
-//       segment kernel, each slot combining its sources in source order.
+//       -> ordered segments: a stable sort of the index (or, for an index
+//       of src's shape, of the flat output slots) and the segment kernel, each
+//       slot combining its sources in source order.
 //   1-D index, inner > 1, small (takes_atomic_rows: by default at most 2^21
 //       source elements, or 128 or 256 MiB of source, by row width and
 //       type) -> atomic rows (cuda/atomic_rows.cuh).
@@ -299,7 +299,7 @@ void scatter_kernel_cuda(const ScatterProblem& p) {
       if (!p.accumulate) p.out.fill_(Policy::template empty<acc_t>());
       if constexpr (Policy::kHasArg) p.arg.fill_(p.E);
     } else if (std::is_floating_point_v<acc_t> && at::globalContext().deterministicAlgorithms()) {
-      segments<Policy, scalar_t>(p, true, !(p.index_1d && p.inner > 1));
+      segments<Policy, scalar_t>(p, true, !p.index_1d);
     } else if (takes_atomic_rows<Policy, scalar_t>(p)) {
       atomic_rows<Policy, scalar_t>(p);
     } else if (p.index_1d && p.inner > 1) {

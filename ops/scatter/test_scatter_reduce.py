@@ -184,23 +184,52 @@ def test_registry_and_schema(reduce: str) -> None:
             assert "CUDA" in names[name].backends
 
 
+def hub_index(E: int, N: int, device: str) -> torch.Tensor:
+    """A random index with two hub rows of 30% and 5% of the entries (rows
+    longer than the segment kernel's kMaxSegment = 1024), scattered."""
+    index = torch.randint(0, N, (E,), device=device)
+    shuffled = torch.randperm(E, device=device)
+    index[shuffled[: 3 * E // 10]] = 3
+    index[shuffled[3 * E // 10: 7 * E // 20]] = N - 1
+    return index
+
+
+def as_bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.parametrize("reduce", REDUCTIONS)
 @pytest.mark.parametrize("F", [1, 64])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_deterministic_mode_is_bitwise_repeatable(reduce: str, F: int, dtype: torch.dtype) -> None:
+@pytest.mark.parametrize("kind", ["uniform", "hubs", "sorted hubs"])
+def test_deterministic_mode_is_bitwise_repeatable(reduce: str, F: int, dtype: torch.dtype, kind: str) -> None:
+    """Five runs under torch.use_deterministic_algorithms(True) give the same
+    bits, forward and backward, with rows past the long-row limit too."""
     torch.manual_seed(8)
     E, N = 200_000, 5_000
     src = make_src((E, F), dtype, reduce, "cuda")
-    index = torch.randint(0, N, (E,), device="cuda")
+    index = torch.randint(0, N, (E,), device="cuda") if kind == "uniform" else hub_index(E, N, "cuda")
+    if kind == "sorted hubs":
+        index = index.sort().values
+    grad_out = torch.randn(N, F, device="cuda").to(dtype)
     torch.use_deterministic_algorithms(True)
     try:
-        runs = [run(reduce, src, index, 0, N) for _ in range(5)]
+        runs = []
+        for _ in range(5):
+            leaf = src.detach().requires_grad_()
+            values, arg = run(reduce, leaf, index, 0, N)
+            values.backward(grad_out)
+            runs.append((values.detach(), arg, leaf.grad))
     finally:
         torch.use_deterministic_algorithms(False)
-    for values, arg in runs[1:]:
-        assert torch.equal(values.view(torch.int16 if values.element_size() == 2 else torch.int32),
-                           runs[0][0].view(torch.int16 if values.element_size() == 2 else torch.int32))
+    for values, arg, grad in runs[1:]:
+        assert torch.equal(as_bits(values), as_bits(runs[0][0]))
+        assert torch.equal(as_bits(grad), as_bits(runs[0][2]))
         if arg is not None:
             assert torch.equal(arg, runs[0][1])
-    check(reduce, src, index, 0, N)
+    torch.use_deterministic_algorithms(True)
+    try:
+        check(reduce, src, index, 0, N)
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -8,7 +8,8 @@
 // which would serialise on one thread, go to the long-row kernels: threads
 // take equal slices of the sorted order and combine each run of such a row
 // into a scratch slot in src's math type with one (vector) atomic; a last pass
-// writes those rows. Extra memory: the E-long permutation (not for narrow
+// writes those rows (in deterministic mode, partials per block of the sorted
+// order, combined in a fixed order instead). Extra memory: the E-long permutation (not for narrow
 // rows that take the atomic rows), O(N) offsets and the long-row scratch,
 // min(N, ceil(E / kMaxSegment)) rows of inner values in the math type per
 // outer index (none when E <= kMaxSegment); never O(E x F).
@@ -67,17 +68,18 @@ __device__ __forceinline__ RowItem row_item(int64_t t, int64_t vectors, int64_t 
 
 // Combines sources k .. k + U - 1 of a row into sum, with all U loads in flight.
 // With an arg (min, max), arg[j] follows sum[j]: the smallest position of a
-// source holding it.
+// source holding it, in offset_t like the positions (registers: they bound
+// how many loads this latency-bound gather keeps in flight).
 template <typename Policy, int U, bool kPermuted, typename scalar_t, int V, typename offset_t>
-__device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V], int64_t (&arg)[V],
+__device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V], offset_t (&arg)[V],
                                             const scalar_t* column, const offset_t* perm,
                                             offset_t k, int64_t inner) {
   at::opmath_type<scalar_t> value[U][V];
-  int64_t position[U];
+  offset_t position[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    position[u] = kPermuted ? static_cast<int64_t>(perm[k + u]) : static_cast<int64_t>(k + u);
-    core::load_as<scalar_t, V>(column + position[u] * inner, value[u]);
+    position[u] = kPermuted ? perm[k + u] : k + u;
+    core::load_as<scalar_t, V>(column + static_cast<int64_t>(position[u]) * inner, value[u]);
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -101,7 +103,7 @@ __device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V],
 // wait out at most three memory latencies. With a permutation that tail
 // measured slower, so there it stays one source at a time.
 template <typename Policy, bool kPermuted, typename scalar_t, int V, typename offset_t>
-__device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], int64_t (&arg)[V],
+__device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], offset_t (&arg)[V],
                                         const scalar_t* column, const offset_t* perm, offset_t k,
                                         offset_t end, int64_t inner) {
   for (; static_cast<int64_t>(k) + 8 <= end; k += 8) add_sources<Policy, 8, kPermuted>(sum, arg, column, perm, k, inner);
@@ -130,7 +132,6 @@ struct Segments {
   int64_t items;  // outer * N * (inner / V)
   bool accumulate;
   offset_t* next_tile;  // 0 at launch; see core::for_each_tile
-  int64_t max_segment;  // longer rows go to the long-row kernels
   // min, max: the arg (out's layout), and how a position of this problem lies
   // along dim: (position / arg_inner) % arg_E (a flattened problem, see
   // scatter_cuda.cuh), or the position itself when arg_E is 0.
@@ -145,7 +146,7 @@ __device__ __forceinline__ int64_t along_dim(const Segments<scalar_t, offset_t>&
 }
 
 // One thread per (outer, row, column vector) item: combines the row's sources
-// and writes the row's result once. A row with more than max_segment sources
+// and writes the row's result once. A row with more than kMaxSegment sources
 // is left to the long-row kernels: its scratch slot is set to the identity and
 // *long_rows set.
 // The kernel for each kind of index that may occur is launched (the
@@ -167,7 +168,7 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
     const RowItem item = row_item(t, vectors, s.outer, s.N);
     offset_t start, end;
     s.csr.bounds(item.row, kPermuted, start, end);
-    if (end - start > s.max_segment) {
+    if (end - start > kMaxSegment) {
       Vector<acc_t, V> identity;
 #pragma unroll
       for (int j = 0; j < V; ++j) identity.val[j] = Policy::template identity<acc_t>();
@@ -189,9 +190,9 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
 #pragma unroll
       for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<acc_t>();
     }
-    int64_t arg[V];
+    offset_t arg[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) arg[j] = std::numeric_limits<int64_t>::max();
+    for (int j = 0; j < V; ++j) arg[j] = std::numeric_limits<offset_t>::max();
     add_row<Policy, kPermuted, scalar_t, V>(sum, arg, column, s.csr.perm, start, end, s.inner);
     Vector<scalar_t, V> result;
 #pragma unroll
@@ -203,7 +204,7 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         s.arg[item.slot * s.inner + item.v * V + j] =
-            arg[j] == std::numeric_limits<int64_t>::max() ? s.arg_none : along_dim(s, arg[j]);
+            arg[j] == std::numeric_limits<offset_t>::max() ? s.arg_none : along_dim(s, arg[j]);
       }
     }
   });
@@ -221,16 +222,21 @@ __global__ void segment_kernel(const scalar_t* __restrict__ src, scalar_t* __res
 // takes uncapped, and 2% slower at F=256 float32 (docs/benchmarks.md). 8- and
 // 16-bit integer types would spill hundreds of bytes under the cap; the cap is
 // kept to floating types (float32 and half spill 8 bytes, bfloat16 and double
-// nothing) with 32-bit offsets, and to reductions without an arg (min and
-// max keep a position per value). A kernel of its own, not a template argument
-// of segment_kernel: any __launch_bounds__, even (256, 1), changes how ptxas
-// allocates the uncapped kernels' registers (40 -> 54 for the sorted float one).
+// nothing) with 32-bit offsets. Min and max keep a position per value: 32
+// registers spilled hundreds of bytes and ran 2x slower, so they are capped at
+// 64 (4 blocks), down from the 80 float32 takes at F=64. A kernel of its own,
+// not a template argument of segment_kernel: any __launch_bounds__, even
+// (256, 1), changes how ptxas allocates the uncapped kernels' registers (40 ->
+// 54 for the sorted float one).
 template <typename Policy, typename scalar_t, typename offset_t>
 constexpr bool kCapPermutedRegisters =
-    !Policy::kHasArg && std::is_floating_point_v<at::opmath_type<scalar_t>> && sizeof(offset_t) == 4;
+    std::is_floating_point_v<at::opmath_type<scalar_t>> && sizeof(offset_t) == 4;
+
+template <typename Policy>
+constexpr int kPermutedBlocksPerSm = Policy::kHasArg ? 4 : 8;
 
 template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void __launch_bounds__(core::kThreadsPerBlock, 8)
+__global__ void __launch_bounds__(core::kThreadsPerBlock, kPermutedBlocksPerSm<Policy>)
     capped_permuted_segment_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                                    Segments<scalar_t, offset_t> s) {
   segment_reduce<Policy, scalar_t, V, offset_t, true>(src, out, s);
@@ -363,6 +369,141 @@ __global__ void long_row_args_kernel(const scalar_t* __restrict__ src, const int
   }
 }
 
+// Long rows in a fixed order (deterministic mode): the sorted order is cut
+// into blocks of kMaxSegment positions, and one thread combines, in order, a
+// long row's sources within one block into a partial. A block meets at most
+// two long rows (each is longer than a block): one covering its first
+// position, partial 2c, and one starting inside it, partial 2c + 1. A last
+// pass combines each long row's partials in block order: the same bits every
+// run, whatever the scheduling.
+template <typename acc_t, typename offset_t>
+struct OrderedPartials {
+  acc_t* value;    // [outer][2 * blocks][inner]
+  offset_t* arg;   // the same layout, min and max only: a position of the problem
+  int64_t blocks;  // ceil(E / kMaxSegment)
+
+  __device__ int64_t at(int64_t o, int64_t block, bool starts_inside, int64_t inner) const {
+    return (o * 2 * blocks + 2 * block + (starts_inside ? 1 : 0)) * inner;
+  }
+};
+
+// The number of positions the CSR's rows cover (index values in [0, N)).
+template <typename offset_t>
+__device__ __forceinline__ int64_t sorted_positions(const Csr<offset_t>& csr, int64_t N, bool permuted) {
+  offset_t start, end;
+  csr.bounds(N - 1, permuted, start, end);
+  return end;
+}
+
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__global__ void ordered_long_rows_kernel(const scalar_t* __restrict__ src,
+                                         const int64_t* __restrict__ index, Csr<offset_t> csr,
+                                         OrderedPartials<at::opmath_type<scalar_t>, offset_t> partials,
+                                         int64_t E, int64_t inner, int64_t N, int64_t items) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*csr.long_rows == 0) return;
+  const bool permuted = *csr.unsorted != 0;
+  const int64_t positions = sorted_positions(csr, N, permuted);
+  const int64_t vectors = inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+    const int64_t v = t % vectors;
+    const int64_t block = t / vectors % partials.blocks;
+    const int64_t o = t / vectors / partials.blocks;
+    const int64_t block_begin = block * kMaxSegment;
+    const int64_t block_end = min(block_begin + kMaxSegment, positions);
+    if (block_begin >= block_end) continue;
+    for (int end_of_block = 0; end_of_block < 2; ++end_of_block) {
+      const int64_t k = end_of_block ? block_end - 1 : block_begin;
+      const int64_t row = index[permuted ? static_cast<int64_t>(csr.perm[k]) : k];
+      offset_t start, end;
+      csr.bounds(row, permuted, start, end);
+      const bool starts_inside = start > block_begin;
+      // Short rows are the segment kernel's; the row at the block's last
+      // position is done already when it covers the first one too.
+      if (end - start <= kMaxSegment || (end_of_block && !starts_inside)) continue;
+      acc_t sum[V];
+      offset_t arg[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        sum[j] = Policy::template identity<acc_t>();
+        arg[j] = std::numeric_limits<offset_t>::max();
+      }
+      const scalar_t* column = src + o * E * inner + v * V;
+      const auto from = static_cast<offset_t>(starts_inside ? start : block_begin);
+      const auto to = static_cast<offset_t>(end < block_end ? end : block_end);
+      if (permuted) {
+        add_row<Policy, true, scalar_t, V>(sum, arg, column, csr.perm, from, to, inner);
+      } else {
+        add_row<Policy, false, scalar_t, V>(sum, arg, column, csr.perm, from, to, inner);
+      }
+      const int64_t slot = partials.at(o, block, starts_inside, inner) + v * V;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        partials.value[slot + j] = sum[j];
+        if constexpr (Policy::kHasArg) partials.arg[slot + j] = arg[j];
+      }
+    }
+  }
+}
+
+// Writes each long row's result from its partials, in block order (combined
+// after out's values when accumulating), with its arg for min and max.
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<scalar_t>, offset_t> partials,
+                                               scalar_t* __restrict__ out,
+                                               Segments<scalar_t, offset_t> s) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*s.csr.long_rows == 0) return;
+  const bool permuted = *s.csr.unsorted != 0;
+  const int64_t vectors = s.inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, s.items) {
+    const RowItem item = row_item(t, vectors, s.outer, s.N);
+    offset_t start, end;
+    s.csr.bounds(item.row, permuted, start, end);
+    if (end - start <= kMaxSegment) continue;
+    scalar_t* target = out + item.slot * s.inner + item.v * V;
+    acc_t sum[V];
+    offset_t arg[V];
+    if (s.accumulate) {
+      core::load_as<scalar_t, V>(target, sum);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<acc_t>();
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) arg[j] = std::numeric_limits<offset_t>::max();
+    for (int64_t block = start / kMaxSegment; block * kMaxSegment < end; ++block) {
+      const int64_t slot = partials.at(item.o, block, start > block * kMaxSegment, s.inner) + item.v * V;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const acc_t value = partials.value[slot + j];
+        if constexpr (Policy::kHasArg) {
+          const offset_t position = partials.arg[slot + j];
+          if (Policy::wins(value, sum[j]) || (Policy::holds(value, sum[j]) && position < arg[j])) {
+            sum[j] = value;
+            arg[j] = position;
+          }
+        } else {
+          Policy::combine(sum[j], value);
+        }
+      }
+    }
+    Vector<scalar_t, V> result;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      result.val[j] = static_cast<scalar_t>(core::finish<Policy>(sum[j], end - start, s.accumulate));
+    }
+    *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
+    if constexpr (Policy::kHasArg) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        s.arg[item.slot * s.inner + item.v * V + j] =
+            arg[j] == std::numeric_limits<offset_t>::max() ? s.arg_none : along_dim(s, arg[j]);
+      }
+    }
+  }
+}
+
 // 1-D index: CSR of the index (core/index_plan.cuh), then segments and long
 // rows, all queued at once (long rows only when E > kMaxSegment). Offsets are
 // 32-bit while E allows: half the bytes and faster atomics. For narrow rows
@@ -372,8 +513,8 @@ __global__ void long_row_args_kernel(const scalar_t* __restrict__ src, const int
 // taking half of the entries; docs/benchmarks.md): the identity fill and the
 // atomic rows are queued too and return unless the probe or the counting pass
 // flagged the index unsorted. `ordered`: every row combines its sources in
-// source order (a stable permutation, no long rows, no atomics), for
-// deterministic results.
+// source order (a stable permutation), long rows by blocks in a fixed order,
+// with no atomics: deterministic results.
 // How positions of p lie along dim, for the arg: (position / inner) % E, or
 // the position itself when E is 0.
 struct ArgPositions {
@@ -396,8 +537,10 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
 
   // One slot per output row, or per kMaxSegment positions when that is fewer:
   // never more elements than the output. With E <= kMaxSegment no row is long:
-  // no slots and no long-row launches.
-  const bool may_have_long_rows = !ordered && p.E > kMaxSegment;
+  // no slots and no long-row launches. In order, two partials per block of
+  // kMaxSegment positions instead (and the slots, which the segment kernel
+  // sets, unread).
+  const bool may_have_long_rows = p.E > kMaxSegment;
   const int64_t slots =
       may_have_long_rows ? std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment)) : 0;
   at::Tensor scratch_tensor = at::empty({p.outer * slots * p.inner},
@@ -414,7 +557,6 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
     const Segments<scalar_t, offset_t> sorted{csr,     scratch,      p.E,
                                               p.inner, p.outer,      p.N,
                                               rows,    p.accumulate, plan.counter(1),
-                                              ordered ? std::numeric_limits<int64_t>::max() : kMaxSegment,
                                               Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr,
                                               positions.none, positions.inner, positions.E};
     core::launch_one_wave(segment_kernel<Policy, scalar_t, V, offset_t, false>, rows, src, out, sorted);
@@ -440,6 +582,20 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
       core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
     }
     if (!may_have_long_rows) return;
+    if (ordered) {
+      const int64_t blocks = at::ceil_div<int64_t>(p.E, kMaxSegment);
+      const int64_t partial_values = p.outer * 2 * blocks * p.inner;
+      const at::Tensor values = at::empty({partial_values}, scratch_tensor.options());
+      const at::Tensor args = at::empty({Policy::kHasArg ? partial_values : 0}, plan.stats.options());
+      const OrderedPartials<acc_t, offset_t> partials{values.mutable_data_ptr<acc_t>(),
+                                                      args.mutable_data_ptr<offset_t>(), blocks};
+      const int64_t items = p.outer * blocks * vectors;
+      core::launch_one_wave(ordered_long_rows_kernel<Policy, scalar_t, V, offset_t>, items, src, index,
+                            csr, partials, p.E, p.inner, p.N, items);
+      core::launch_one_wave(store_ordered_long_rows_kernel<Policy, scalar_t, V, offset_t>, rows,
+                            partials, out, sorted);
+      return;
+    }
     const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
     const int64_t slices = p.outer * chunks * vectors;
     core::launch_one_wave(long_rows_kernel<Policy, scalar_t, V, offset_t>, slices, src, index, csr,
