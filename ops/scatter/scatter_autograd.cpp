@@ -45,16 +45,20 @@ using torch::autograd::Variable;
 using torch::autograd::variable_list;
 
 // Saves what every backward needs: the index as given (broadcast again in
-// backward, as a view), src's shape, dim, and whether every index value was
-// validated; mul also keeps src, min and max their arg, and mul's in-place
-// form out's values from before the write.
+// backward, as a view), src's shape, dim, the number of slots along dim, and
+// whether every index value was validated; mul also keeps src, min and max
+// their arg, and mul's in-place form out's values from before the write.
+// The slot count comes from forward's output: under torch.compile it may be
+// an unbacked symbol, which backward cannot read off grad_out (AOTAutograd's
+// partitioner refuses a size taken from a tangent).
 template <typename Policy>
 void save(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& index, int64_t dim,
-          const at::Tensor& arg, const at::Tensor& base) {
+          const at::Tensor& out, const at::Tensor& arg) {
   dim = core::normalize_dim(kOpName<Policy>, dim, src.dim());
-  ctx->save_for_backward({index, Policy::kReduce == core::Reduce::kMul ? src : at::Tensor(), arg, base});
+  ctx->save_for_backward({index, Policy::kReduce == core::Reduce::kMul ? src : at::Tensor(), arg});
   ctx->saved_data["dim"] = dim;
   ctx->saved_data["src_sizes"] = src.sym_sizes();
+  ctx->saved_data["slots"] = out.sym_size(dim);
   ctx->saved_data["validated"] = core::validates_indices(src.device());
 }
 
@@ -63,13 +67,20 @@ struct Saved {
   at::Tensor index, src, arg, base;
   int64_t dim;
   std::vector<c10::SymInt> src_sizes;
+  c10::SymInt slots;
   bool validated;
 };
 
 Saved load(AutogradContext* ctx) {
   const auto saved = ctx->get_saved_variables();
-  return {saved[0], saved[1], saved[2], saved[3], ctx->saved_data["dim"].toInt(),
-          ctx->saved_data["src_sizes"].toSymIntVector(), ctx->saved_data["validated"].toBool()};
+  return {saved[0],
+          saved[1],
+          saved[2],
+          at::Tensor(),
+          ctx->saved_data["dim"].toInt(),
+          ctx->saved_data["src_sizes"].toSymIntVector(),
+          ctx->saved_data["slots"].toSymInt(),
+          ctx->saved_data["validated"].toBool()};
 }
 
 // values (out's shape) read at each src element's slot; 0 for skipped elements,
@@ -77,7 +88,7 @@ Saved load(AutogradContext* ctx) {
 // size, which may be an unbacked symbol under torch.compile).
 at::Tensor gather_slots(const char* op, const Saved& s, const at::Tensor& values) {
   if (s.validated) return at::gather(values, s.dim, core::broadcast(op, s.index, s.src_sizes, s.dim));
-  const auto size = values.sym_size(s.dim);
+  const auto& size = s.slots;
   auto pad_sizes = values.sym_sizes().vec();
   pad_sizes[s.dim] = 1;
   const auto padded = at::cat({values, at::zeros_symint(pad_sizes, values.options())}, s.dim);
@@ -160,12 +171,13 @@ class ScatterFunction : public torch::autograd::Function<ScatterFunction<Policy>
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     if constexpr (Policy::kHasArg) {
       auto [out, arg] = call_scatter<Policy>(src, index, dim, std::move(dim_size));
-      save<Policy>(ctx, src, index, dim, arg, at::Tensor());
+      save<Policy>(ctx, src, index, dim, out, arg);
       ctx->mark_non_differentiable({arg});
       return {out, arg};
     } else {
-      save<Policy>(ctx, src, index, dim, at::Tensor(), at::Tensor());
-      return {call_scatter<Policy>(src, index, dim, std::move(dim_size))};
+      auto out = call_scatter<Policy>(src, index, dim, std::move(dim_size));
+      save<Policy>(ctx, src, index, dim, out, at::Tensor());
+      return {out};
     }
   }
 
@@ -194,7 +206,7 @@ class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFu
         call_scatter_<Policy>(out, src, index, dim);
       }
     }
-    save<Policy>(ctx, src, index, dim, arg, at::Tensor());
+    save<Policy>(ctx, src, index, dim, out, arg);
     if (old.values.defined()) ctx->saved_data["old"] = old.values;
     ctx->mark_dirty({out});
     if constexpr (Policy::kHasArg) {
