@@ -243,8 +243,9 @@ __global__ void __launch_bounds__(core::kThreadsPerBlock, kPermutedBlocksPerSm<P
 }
 
 // Combines the sources of long rows into their scratch slots. Thread (o,
-// chunk, v) takes kRowsPerThread consecutive positions of the sorted order and
-// issues one (vector) atomic per run of a long row among them; other rows are
+// chunk, v) takes kRowsPerThread consecutive positions of the sorted order
+// and, for each run of a long row among them, combines the run with its loads
+// in flight (add_row) and issues one (vector) atomic; runs of other rows are
 // skipped.
 template <typename Policy, typename scalar_t, int V, typename offset_t>
 __global__ void long_rows_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
@@ -261,30 +262,29 @@ __global__ void long_rows_kernel(const scalar_t* __restrict__ src, const int64_t
     const int64_t o = t / vectors / chunks;
     const int64_t k_end = min((chunk + 1) * kRowsPerThread, positions);
     const scalar_t* column = src + o * E * inner + v * V;
-
-    int64_t row = -1;
-    acc_t* target = nullptr;  // the current row's slot, when the row is long
-    acc_t sum[V];
-    for (int64_t k = chunk * kRowsPerThread; k < k_end; ++k) {
-      const int64_t e = permuted ? static_cast<int64_t>(csr.perm[k]) : k;
-      const int64_t next = index[e];
-      if (next != row) {
-        if (target) core::atomic_combine_vector<Policy>(target, sum);
-        row = next;
-        offset_t start, end;
-        csr.bounds(row, permuted, start, end);
-        target = end - start > kMaxSegment ? scratch.row(o, row, start, inner) + v * V : nullptr;
+    for (int64_t k = chunk * kRowsPerThread; k < k_end;) {
+      const int64_t row = index[permuted ? static_cast<int64_t>(csr.perm[k]) : k];
+      offset_t start, end;
+      csr.bounds(row, permuted, start, end);
+      const int64_t run_end = min(static_cast<int64_t>(end), k_end);
+      if (end - start > kMaxSegment) {
+        acc_t sum[V];
+        offset_t unused_arg[V];  // min and max find theirs in long_row_args_kernel
 #pragma unroll
-        for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<acc_t>();
+        for (int j = 0; j < V; ++j) {
+          sum[j] = Policy::template identity<acc_t>();
+          unused_arg[j] = std::numeric_limits<offset_t>::max();
+        }
+        const auto first = static_cast<offset_t>(k), last = static_cast<offset_t>(run_end);
+        if (permuted) {
+          add_row<Policy, true, scalar_t, V>(sum, unused_arg, column, csr.perm, first, last, inner);
+        } else {
+          add_row<Policy, false, scalar_t, V>(sum, unused_arg, column, csr.perm, first, last, inner);
+        }
+        core::atomic_combine_vector<Policy>(scratch.row(o, row, start, inner) + v * V, sum);
       }
-      if (target) {
-        acc_t value[V];
-        core::load_as<scalar_t, V>(column + e * inner, value);
-#pragma unroll
-        for (int j = 0; j < V; ++j) Policy::combine(sum[j], value[j]);
-      }
+      k = run_end;
     }
-    if (target) core::atomic_combine_vector<Policy>(target, sum);
   }
 }
 
