@@ -27,6 +27,14 @@ def free_gib() -> float:
     return torch.cuda.mem_get_info()[0] / 2**30 if torch.cuda.is_available() else 0.0
 
 
+def large_memory(test):
+    """Marks a test that takes about 40 GB of device memory: two at once would
+    not fit, so scripts/gpu_check.sh runs these one at a time after its
+    parallel pass."""
+    needs = pytest.mark.skipif(free_gib() < 40, reason="needs about 40 GB of free device memory")
+    return pytest.mark.large_memory(needs(test))
+
+
 @pytest.fixture
 def checks_off():
     with torchplug.checked(False):
@@ -304,7 +312,7 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
-@pytest.mark.skipif(free_gib() < 40, reason="needs about 40 GB of free device memory")
+@large_memory
 def test_src_past_two_to_the_31_elements() -> None:
     torch.manual_seed(3)
     E, F, N = (1 << 27) + 3, 16, 4099  # 2^31 + 48 elements
@@ -335,7 +343,7 @@ def test_src_past_two_to_the_31_elements() -> None:
     torch.testing.assert_close(total[:1000], 2 * a[:1000], rtol=0, atol=0)
 
 
-@pytest.mark.skipif(free_gib() < 40, reason="needs about 40 GB of free device memory")
+@large_memory
 def test_index_values_past_two_to_the_31() -> None:
     N = (1 << 31) + 100
     index = torch.tensor([0, N - 1, (1 << 31) + 5, N - 1, 1 << 31], device="cuda")
@@ -352,7 +360,7 @@ def test_index_values_past_two_to_the_31() -> None:
     assert wide[N - 1].tolist() == [6.0] * 4
 
 
-@pytest.mark.skipif(free_gib() < 40, reason="needs about 40 GB of free device memory")
+@large_memory
 @pytest.mark.parametrize("row", scatter_rows_param())
 def test_every_reduction_past_two_to_the_31_elements(row: OpRow) -> None:
     """src of 2^31 + 48 float32 elements along rows of 16 and flat, for every
