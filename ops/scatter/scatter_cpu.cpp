@@ -66,29 +66,86 @@ inline void prefetch_row(const T* row, int64_t inner) {
   for (int64_t i = 0; i < inner; i += kLine) __builtin_prefetch(row + i, kWrite);
 }
 
-// to[i] (op)= from[i] for i < n, the loop every schedule for rows of several
-// values runs. For sums: For float32 rows of 16 values or more it is compiled for
-// AVX-512, AVX2 and baseline x86-64 and picked when the library loads: rows
-// the caches hold are bound by the vector width, and the build targets
-// baseline x86-64. Shorter rows stay inline: a call per row through the
-// chosen variant cost more than it saved at 2 and 4 values.
+// Where a schedule combines: acc, and for min and max each element's arg (in
+// acc's layout), `unset` (E) while no source holds the element's value. Args
+// are int32 while E allows: the schedules move half the bytes.
+template <typename acc_t, typename arg_t>
+struct Target {
+  acc_t* acc;
+  arg_t* arg;  // nullptr unless the policy has an arg
+  arg_t unset;
+};
+
+// The bytes one element of a Target takes.
+template <typename Policy, typename acc_t, typename arg_t>
+constexpr int64_t slot_bytes() {
+  return sizeof(acc_t) + (Policy::kHasArg ? sizeof(arg_t) : 0);
+}
+
+// acc = min or max of acc and value, the value of source position e, and arg
+// its position. Sources reach an element in increasing e, so its arg is the
+// first that wins or, while none has, the first equal to the element's start
+// value (out's, or the identity). Written as selects, so that rows vectorise.
+template <typename Policy, typename acc_t, typename arg_t>
+inline void combine_with_arg(acc_t& acc, arg_t& arg, acc_t value, arg_t e, arg_t unset) {
+  const bool wins = Policy::wins(value, acc);
+  const bool first_holder = (arg == unset) & Policy::holds(value, acc);
+  acc = wins ? value : acc;
+  arg = wins | first_holder ? e : arg;
+}
+
+// acc[slot] (op)= value, the value of source position e.
+template <typename Policy, typename acc_t, typename arg_t>
+inline void combine(const Target<acc_t, arg_t>& t, int64_t slot, acc_t value, int64_t e) {
+  if constexpr (Policy::kHasArg) {
+    combine_with_arg<Policy>(t.acc[slot], t.arg[slot], value, static_cast<arg_t>(e), t.unset);
+  } else {
+    Policy::combine(t.acc[slot], value);
+  }
+}
+
+// Combines source row e, n values from `from`, into `to` (and `arg`, for min
+// and max).
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
+inline void combine_values(acc_t* __restrict__ to, arg_t* __restrict__ arg,
+                           const scalar_t* __restrict__ from, int64_t n, arg_t e, arg_t unset) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (Policy::kHasArg) {
+      combine_with_arg<Policy>(to[i], arg[i], static_cast<acc_t>(from[i]), e, unset);
+    } else {
+      Policy::combine(to[i], static_cast<acc_t>(from[i]));
+    }
+  }
+}
+
+// combine_values compiled for AVX-512, AVX2 and baseline x86-64 and picked
+// when the library loads: rows the caches hold are bound by the vector width,
+// the build targets baseline x86-64, and GCC vectorises min and max (their
+// args' selects) only from AVX2 on.
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-void add_float_row(float* __restrict__ to, const float* __restrict__ from, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) to[i] += from[i];
+void combine_values_vectorised(acc_t* __restrict__ to, arg_t* __restrict__ arg,
+                               const scalar_t* __restrict__ from, int64_t n, arg_t e,
+                               arg_t unset) {
+  combine_values<Policy>(to, arg, from, n, e, unset);
 }
 
-template <typename Policy, typename scalar_t, typename acc_t>
-inline void combine_row(acc_t* __restrict__ to, const scalar_t* __restrict__ from, int64_t n) {
-  if constexpr (Policy::kAtomic == core::AtomicKind::kAdd && std::is_same_v<scalar_t, float> &&
-                std::is_same_v<acc_t, float>) {
+// Combines source row e, n values from `from`, into the n elements from `slot`.
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
+inline void combine_row(const Target<acc_t, arg_t>& t, int64_t slot, const scalar_t* from,
+                        int64_t n, int64_t e) {
+  arg_t* arg = Policy::kHasArg ? t.arg + slot : nullptr;
+  // Shorter rows, and float16 and bfloat16 ones, stay inline: a call per row
+  // through the chosen variant cost more than it saved at 2 and 4 values.
+  if constexpr (std::is_same_v<scalar_t, acc_t>) {
     if (n >= 16) {
-      add_float_row(to, from, n);
+      combine_values_vectorised<Policy>(t.acc + slot, arg, from, n, static_cast<arg_t>(e), t.unset);
       return;
     }
   }
-  for (int64_t i = 0; i < n; ++i) Policy::combine(to[i], static_cast<acc_t>(from[i]));
+  combine_values<Policy>(t.acc + slot, arg, from, n, static_cast<arg_t>(e), t.unset);
 }
 
 // Which part of the work one thread does: source rows [e_begin, e_end), the
@@ -97,21 +154,21 @@ struct Slice {
   int64_t e_begin, e_end, first, last, col_begin, col_end;
 };
 
-// Combines the slice's source rows whose index falls in its output rows into acc.
-template <typename Policy, typename scalar_t, typename acc_t>
-void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc,
-              const Slice& s) {
+// Combines the slice's source rows whose index falls in its output rows into t.
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
+void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index,
+              const Target<acc_t, arg_t>& t, const Slice& s) {
   const int64_t inner = p.inner;
   const int64_t width = s.col_end - s.col_begin;
   for (int64_t o = 0; o < p.outer; ++o) {
     const scalar_t* src_o = src + o * p.E * inner + s.col_begin;
-    acc_t* acc_o = acc + o * p.N * inner + s.col_begin;
+    const int64_t slot_o = o * p.N * inner + s.col_begin;
     if (inner == 1) {  // one value a row: prefetching it would cost more than the miss
       const auto span = static_cast<uint64_t>(s.last - s.first);
       for (int64_t e = s.e_begin; e < s.e_end; ++e) {
         const int64_t row = index[e];
         if (static_cast<uint64_t>(row - s.first) < span) {
-          Policy::combine(acc_o[row], static_cast<acc_t>(src_o[e]));
+          combine<Policy>(t, slot_o + row, static_cast<acc_t>(src_o[e]), e);
         }
       }
       continue;
@@ -119,13 +176,14 @@ void add_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index
     for (int64_t e = s.e_begin; e < s.e_end; ++e) {
       if (e + kPrefetchRows < s.e_end) {
         const int64_t ahead = index[e + kPrefetchRows];
-        if (ahead >= s.first && ahead < s.last) prefetch_row<1>(acc_o + ahead * inner, width);
+        if (ahead >= s.first && ahead < s.last) {
+          prefetch_row<1>(t.acc + slot_o + ahead * inner, width);
+          if constexpr (Policy::kHasArg) prefetch_row<1>(t.arg + slot_o + ahead * inner, width);
+        }
       }
       const int64_t row = index[e];
       if (row < s.first || row >= s.last) continue;
-      const scalar_t* from = src_o + e * inner;
-      acc_t* to = acc_o + row * inner;
-      combine_row<Policy>(to, from, width);
+      combine_row<Policy>(t, slot_o + row * inner, src_o + e * inner, width, e);
     }
   }
 }
@@ -185,20 +243,17 @@ Buckets partition_rows(const ScatterProblem& p, const int64_t* index, int shift,
 // Combines the source rows of entries [first, last) into acc. Their output
 // rows stay in cache; the source rows are scattered through memory, so they
 // are prefetched.
-template <typename Policy, typename scalar_t, typename acc_t>
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
 void add_entries(const ScatterProblem& p, const scalar_t* src, const Entry* first,
-                 const Entry* last, acc_t* acc) {
+                 const Entry* last, const Target<acc_t, arg_t>& t) {
   const int64_t inner = p.inner;
   for (int64_t o = 0; o < p.outer; ++o) {
     const scalar_t* src_o = src + o * p.E * inner;
-    acc_t* acc_o = acc + o * p.N * inner;
     for (const Entry* k = first; k < last; ++k) {
       if (k + kPrefetchEntries < last) {
         prefetch_row<0>(src_o + k[kPrefetchEntries].e * inner, inner);
       }
-      const scalar_t* from = src_o + k->e * inner;
-      acc_t* to = acc_o + k->row * inner;
-      combine_row<Policy>(to, from, inner);
+      combine_row<Policy>(t, (o * p.N + k->row) * inner, src_o + k->e * inner, inner, k->e);
     }
   }
 }
@@ -207,10 +262,10 @@ void add_entries(const ScatterProblem& p, const scalar_t* src, const Entry* firs
 // One thread keeps the plain loop: alone, a core gathers source rows more
 // slowly than it read-modify-writes output rows that partly hit the L3 (F=64
 // float32, E=2M, N=200K: 124 ms against 94 ms); buckets win from two threads.
-template <typename scalar_t, typename acc_t>
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
 std::optional<int> bucket_shift(const ScatterProblem& p, int64_t threads) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  const int64_t row_bytes = p.outer * p.inner * static_cast<int64_t>(sizeof(acc_t));
+  const int64_t row_bytes = p.outer * p.inner * slot_bytes<Policy, acc_t, arg_t>();
   if (threads == 1 || p.E > kMax || p.N > kMax || p.N * row_bytes <= kBucketOutBytes ||
       p.inner * static_cast<int64_t>(sizeof(scalar_t)) < kBucketMinRowBytes) {
     return std::nullopt;
@@ -222,15 +277,15 @@ std::optional<int> bucket_shift(const ScatterProblem& p, int64_t threads) {
 
 // Each thread owns whole buckets: no two threads add into one output row, and
 // every output row sums its source rows in source order.
-template <typename Policy, typename scalar_t, typename acc_t>
-void scatter_buckets(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc,
-                     int shift, int64_t threads) {
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
+void scatter_buckets(const ScatterProblem& p, const scalar_t* src, const int64_t* index,
+                     const Target<acc_t, arg_t>& t, int shift, int64_t threads) {
   const Buckets buckets = partition_rows(p, index, shift, threads);
   const Entry* entries = buckets.entries.get();
   const int64_t count = static_cast<int64_t>(buckets.begin.size()) - 1;
   at::parallel_for(0, count, 1, [&](int64_t b_begin, int64_t b_end) {
     for (int64_t b = b_begin; b < b_end; ++b) {
-      add_entries<Policy>(p, src, entries + buckets.begin[b], entries + buckets.begin[b + 1], acc);
+      add_entries<Policy>(p, src, entries + buckets.begin[b], entries + buckets.begin[b + 1], t);
     }
   });
 }
@@ -293,11 +348,12 @@ std::optional<std::vector<int64_t>> balanced_rows(const ScatterProblem& p, const
 //    64-byte-aligned slice of every row's columns. Every source byte is read
 //    once, in order, the output is not copied, and no two threads share a
 //    cache line.
-template <typename Policy, typename scalar_t, typename acc_t>
-void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc) {
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
+void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* index,
+                  const Target<acc_t, arg_t>& acc) {
   const int64_t threads = at::get_num_threads();
   const int64_t out_numel = p.outer * p.N * p.inner;
-  if (const auto shift = bucket_shift<scalar_t, acc_t>(p, threads)) {
+  if (const auto shift = bucket_shift<Policy, scalar_t, acc_t, arg_t>(p, threads)) {
     scatter_buckets<Policy>(p, src, index, acc, *shift, threads);
     return;
   }
@@ -305,25 +361,36 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
     add_rows<Policy>(p, src, index, acc, Slice{0, p.E, 0, p.N, 0, p.inner});
     return;
   }
-  const int64_t private_bytes = (threads - 1) * out_numel * static_cast<int64_t>(sizeof(acc_t));
+  const int64_t private_bytes = (threads - 1) * out_numel * slot_bytes<Policy, acc_t, arg_t>();
   if (private_bytes <= kPrivateBytes && p.N * 4 <= p.E) {
     const at::Tensor copies =
         at::full({threads - 1, out_numel}, Policy::template identity<acc_t>(),
                  p.src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-    acc_t* copy = copies.mutable_data_ptr<acc_t>();
+    // A copy's args are positions of its own chunk of the source, all larger
+    // than those of the copies before it.
+    const at::Tensor copy_args =
+        Policy::kHasArg ? at::full({threads - 1, out_numel}, p.E,
+                                   p.src.options().dtype(c10::CppTypeToScalarType<arg_t>::value))
+                        : at::Tensor();
+    const auto copy = [&](int64_t t) {
+      arg_t* args = Policy::kHasArg ? copy_args.mutable_data_ptr<arg_t>() + t * out_numel : nullptr;
+      acc_t* values = copies.mutable_data_ptr<acc_t>() + t * out_numel;
+      return Target<acc_t, arg_t>{values, args, acc.unset};
+    };
     const int64_t chunk = at::ceil_div<int64_t>(p.E, threads);
     at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
       for (int64_t t = t_begin; t < t_end; ++t) {
-        acc_t* dst = t == 0 ? acc : copy + (t - 1) * out_numel;
         const Slice slice{std::min(p.E, t * chunk), std::min(p.E, (t + 1) * chunk), 0, p.N, 0,
                           p.inner};
-        add_rows<Policy>(p, src, index, dst, slice);
+        add_rows<Policy>(p, src, index, t == 0 ? acc : copy(t - 1), slice);
       }
     });
     at::parallel_for(0, out_numel, 1 << 12, [&](int64_t begin, int64_t end) {
       for (int64_t t = 0; t < threads - 1; ++t) {
-        const acc_t* from = copy + t * out_numel;
-        for (int64_t j = begin; j < end; ++j) Policy::combine(acc[j], from[j]);
+        const Target<acc_t, arg_t> from = copy(t);
+        for (int64_t j = begin; j < end; ++j) {
+          combine<Policy>(acc, j, from.acc[j], Policy::kHasArg ? from.arg[j] : p.E);
+        }
       }
     });
     return;
@@ -359,8 +426,9 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
 
 // index has src's shape. Each thread owns a range of (outer, inner) columns;
 // a column's elements all land in that column of the output.
-template <typename Policy, typename scalar_t, typename acc_t>
-void scatter_columns(const ScatterProblem& p, const scalar_t* src, const int64_t* index, acc_t* acc) {
+template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
+void scatter_columns(const ScatterProblem& p, const scalar_t* src, const int64_t* index,
+                     const Target<acc_t, arg_t>& acc) {
   const int64_t columns = p.outer * p.inner;
   const int64_t grain = p.outer * p.E * p.inner < kSerialElements ? columns : 1;
   at::parallel_for(0, columns, grain, [&](int64_t first, int64_t last) {
@@ -368,10 +436,10 @@ void scatter_columns(const ScatterProblem& p, const scalar_t* src, const int64_t
       const int64_t o = c / p.inner;
       const int64_t i = c % p.inner;
       const int64_t base = o * p.E * p.inner + i;
-      acc_t* acc_col = acc + o * p.N * p.inner + i;
+      const int64_t slot_col = o * p.N * p.inner + i;
       for (int64_t e = 0; e < p.E; ++e) {
         const int64_t pos = base + e * p.inner;
-        Policy::combine(acc_col[index[pos] * p.inner], static_cast<acc_t>(src[pos]));
+        combine<Policy>(acc, slot_col + index[pos] * p.inner, static_cast<acc_t>(src[pos]), e);
       }
     }
   });
@@ -393,75 +461,44 @@ at::Tensor accumulator(const ScatterProblem& problem) {
   return acc;
 }
 
-// Calls visit(slot, position, e) for every source element: its output slot
-// and its position in src, both flat, and e its position along dim. Threads
-// own disjoint slots, and each slot sees its sources in increasing e.
-template <typename Visit>
-void for_each_source(const ScatterProblem& p, Visit visit) {
-  const int64_t* index = p.index.const_data_ptr<int64_t>();
-  const bool serial = p.src.numel() < kSerialElements;
-  if (p.index_1d) {  // each thread owns a range of output rows
-    at::parallel_for(0, p.N, serial ? p.N : 1, [&](int64_t first, int64_t last) {
-      for (int64_t o = 0; o < p.outer; ++o) {
-        for (int64_t e = 0; e < p.E; ++e) {
-          const int64_t row = index[e];
-          if (row < first || row >= last) continue;
-          for (int64_t f = 0; f < p.inner; ++f) {
-            visit(((o * p.N + row) * p.inner) + f, ((o * p.E + e) * p.inner) + f, e);
-          }
-        }
+// What the policy does once every source is combined: min and max give empty
+// slots their value and their args to p.arg, mean divides by the count.
+// `any`: some source lands somewhere (src and out are not empty).
+template <typename Policy, typename acc_t, typename arg_t>
+void finalize(const ScatterProblem& p, const Target<acc_t, arg_t>& t, bool any) {
+  const int64_t slots = p.out.numel();
+  if constexpr (Policy::kHasArg) {
+    int64_t* arg = p.arg.mutable_data_ptr<int64_t>();
+    at::parallel_for(0, slots, 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t slot = begin; slot < end; ++slot) {
+        if (t.arg[slot] == t.unset && !p.accumulate) t.acc[slot] = Policy::template empty<acc_t>();
+        if constexpr (!std::is_same_v<arg_t, int64_t>) arg[slot] = t.arg[slot];
       }
     });
-    return;
-  }
-  const int64_t columns = p.outer * p.inner;  // each thread owns (outer, inner) columns
-  at::parallel_for(0, columns, serial ? columns : 1, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      const int64_t o = c / p.inner;
-      const int64_t f = c % p.inner;
-      for (int64_t e = 0; e < p.E; ++e) {
-        const int64_t position = (o * p.E + e) * p.inner + f;
-        visit((o * p.N + index[position]) * p.inner + f, position, e);
-      }
-    }
-  });
-}
-
-// What the policy does once every source is combined: min and max find each
-// slot's arg and give empty slots their value, mean divides by the count.
-// `any`: some source lands somewhere (src and out are not empty).
-template <typename Policy, typename scalar_t, typename acc_t>
-void finalize(const ScatterProblem& p, const scalar_t* src, acc_t* acc, bool any) {
-  if constexpr (Policy::kHasArg) {
-    p.arg.fill_(p.E);
-    int64_t* arg = p.arg.mutable_data_ptr<int64_t>();
-    if (any) {
-      for_each_source(p, [&](int64_t slot, int64_t position, int64_t e) {
-        if (arg[slot] == p.E && Policy::holds(static_cast<acc_t>(src[position]), acc[slot])) arg[slot] = e;
-      });
-    }
-    if (!p.accumulate) {
-      const int64_t slots = p.out.numel();
-      at::parallel_for(0, slots, 1 << 14, [&](int64_t begin, int64_t end) {
-        for (int64_t slot = begin; slot < end; ++slot) {
-          if (arg[slot] == p.E) acc[slot] = Policy::template empty<acc_t>();
-        }
-      });
-    }
   } else if constexpr (Policy::kDividesByCount) {
-    // Counts per output row for a 1-D index, per output element otherwise.
+    // Counts per output row for a 1-D index, per output element otherwise;
+    // each thread counts the sources of its own (outer, inner) columns.
     const int64_t* index = p.index.const_data_ptr<int64_t>();
-    std::vector<int64_t> counts(p.index_1d ? p.N : p.out.numel(), 0);
+    std::vector<int64_t> counts(p.index_1d ? p.N : slots, 0);
     if (any && p.index_1d) {
       for (int64_t e = 0; e < p.E; ++e) ++counts[index[e]];
     } else if (any) {
-      for_each_source(p, [&](int64_t slot, int64_t, int64_t) { ++counts[slot]; });
+      const int64_t columns = p.outer * p.inner;
+      const bool serial = p.src.numel() < kSerialElements;
+      at::parallel_for(0, columns, serial ? columns : 1, [&](int64_t first, int64_t last) {
+        for (int64_t c = first; c < last; ++c) {
+          const int64_t o = c / p.inner;
+          const int64_t f = c % p.inner;
+          for (int64_t e = 0; e < p.E; ++e) {
+            ++counts[(o * p.N + index[(o * p.E + e) * p.inner + f]) * p.inner + f];
+          }
+        }
+      });
     }
-    const int64_t slots = p.out.numel();
     at::parallel_for(0, slots, 1 << 14, [&](int64_t begin, int64_t end) {
       for (int64_t slot = begin; slot < end; ++slot) {
         const int64_t count = p.index_1d ? counts[slot / p.inner % p.N] : counts[slot];
-        acc[slot] = Policy::finalize(acc[slot], count);
+        t.acc[slot] = Policy::finalize(t.acc[slot], count);
       }
     });
   }
@@ -473,17 +510,34 @@ template <typename Policy>
 void scatter_kernel_cpu(const ScatterProblem& p) {
   const at::Tensor acc_tensor = accumulator<Policy>(p);
   const bool any = p.src.numel() > 0 && p.out.numel() > 0;
-  AT_DISPATCH_V2(p.src.scalar_type(), kOpName<Policy>, AT_WRAP([&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const auto* src = p.src.const_data_ptr<scalar_t>();
-    auto* acc = acc_tensor.mutable_data_ptr<acc_t>();
-    if (any && p.index_1d) {
-      scatter_rows<Policy, scalar_t, acc_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
-    } else if (any) {
-      scatter_columns<Policy, scalar_t, acc_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
+  const auto run = [&](auto arg_type) {
+    using arg_t = decltype(arg_type);
+    at::Tensor arg_tensor;
+    if constexpr (Policy::kHasArg) {
+      arg_tensor = std::is_same_v<arg_t, int64_t>
+          ? p.arg
+          : at::empty_like(p.arg, p.arg.options().dtype(c10::CppTypeToScalarType<arg_t>::value));
+      arg_tensor.fill_(p.E);
     }
-    finalize<Policy, scalar_t, acc_t>(p, src, acc, any);
-  }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
+    AT_DISPATCH_V2(p.src.scalar_type(), kOpName<Policy>, AT_WRAP([&] {
+      using acc_t = at::opmath_type<scalar_t>;
+      const auto* src = p.src.const_data_ptr<scalar_t>();
+      arg_t* args = Policy::kHasArg ? arg_tensor.mutable_data_ptr<arg_t>() : nullptr;
+      const Target<acc_t, arg_t> acc{acc_tensor.mutable_data_ptr<acc_t>(), args,
+                                     static_cast<arg_t>(p.E)};
+      if (any && p.index_1d) {
+        scatter_rows<Policy, scalar_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
+      } else if (any) {
+        scatter_columns<Policy, scalar_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
+      }
+      finalize<Policy>(p, acc, any);
+    }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
+  };
+  if (!Policy::kHasArg || p.E < std::numeric_limits<int32_t>::max()) {
+    run(int32_t{});
+  } else if constexpr (Policy::kHasArg) {
+    run(int64_t{});
+  }
   if (!acc_tensor.is_same(p.out)) p.out.copy_(acc_tensor);
 }
 
