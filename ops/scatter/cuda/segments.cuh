@@ -66,6 +66,20 @@ __device__ __forceinline__ RowItem row_item(int64_t t, int64_t vectors, int64_t 
   return item;
 }
 
+// sum (op)= value; with an arg (min, max), arg follows sum: the smallest
+// position of a value holding it.
+template <typename Policy, typename acc_t, typename offset_t>
+__device__ __forceinline__ void combine_at(acc_t& sum, offset_t& arg, acc_t value, offset_t position) {
+  if constexpr (Policy::kHasArg) {
+    if (Policy::wins(value, sum) || (Policy::holds(value, sum) && position < arg)) {
+      sum = value;
+      arg = position;
+    }
+  } else {
+    Policy::combine(sum, value);
+  }
+}
+
 // Combines sources k .. k + U - 1 of a row into sum, with all U loads in flight.
 // With an arg (min, max), arg[j] follows sum[j]: the smallest position of a
 // source holding it, in offset_t like the positions (registers: they bound
@@ -84,17 +98,7 @@ __device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V],
 #pragma unroll
   for (int u = 0; u < U; ++u) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      if constexpr (Policy::kHasArg) {
-        if (Policy::wins(value[u][j], sum[j]) ||
-            (Policy::holds(value[u][j], sum[j]) && position[u] < arg[j])) {
-          sum[j] = value[u][j];
-          arg[j] = position[u];
-        }
-      } else {
-        Policy::combine(sum[j], value[u][j]);
-      }
-    }
+    for (int j = 0; j < V; ++j) combine_at<Policy>(sum[j], arg[j], value[u][j], position[u]);
   }
 }
 
@@ -145,6 +149,42 @@ __device__ __forceinline__ int64_t along_dim(const Segments<scalar_t, offset_t>&
   return s.arg_E == 0 ? position : position / s.arg_inner % s.arg_E;
 }
 
+// A row's accumulators before its sources: out's values when accumulating,
+// else the identity; no arg yet.
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__device__ __forceinline__ void start_row(at::opmath_type<scalar_t> (&sum)[V], offset_t (&arg)[V],
+                                          const scalar_t* target, bool accumulate) {
+  if (accumulate) {
+    core::load_as<scalar_t, V>(target, sum);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<at::opmath_type<scalar_t>>();
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) arg[j] = std::numeric_limits<offset_t>::max();
+}
+
+// Writes a row's result (count sources combined) at target, and for min and
+// max its arg along dim.
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__device__ __forceinline__ void write_row(const Segments<scalar_t, offset_t>& s, const RowItem& item,
+                                          scalar_t* target, const at::opmath_type<scalar_t> (&sum)[V],
+                                          const offset_t (&arg)[V], int64_t count) {
+  Vector<scalar_t, V> result;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    result.val[j] = static_cast<scalar_t>(core::finish<Policy>(sum[j], count, s.accumulate));
+  }
+  *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
+  if constexpr (Policy::kHasArg) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      s.arg[item.slot * s.inner + item.v * V + j] =
+          arg[j] == std::numeric_limits<offset_t>::max() ? s.arg_none : along_dim(s, arg[j]);
+    }
+  }
+}
+
 // One thread per (outer, row, column vector) item: combines the row's sources
 // and writes the row's result once. A row with more than kMaxSegment sources
 // is left to the long-row kernels: its scratch slot is set to the identity and
@@ -184,29 +224,10 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
     const scalar_t* column = src + item.o * s.E * s.inner + item.v * V;
     scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V];
-    if (s.accumulate) {
-      core::load_as<scalar_t, V>(target, sum);
-    } else {
-#pragma unroll
-      for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<acc_t>();
-    }
     offset_t arg[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) arg[j] = std::numeric_limits<offset_t>::max();
+    start_row<Policy>(sum, arg, target, s.accumulate);
     add_row<Policy, kPermuted, scalar_t, V>(sum, arg, column, s.csr.perm, start, end, s.inner);
-    Vector<scalar_t, V> result;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      result.val[j] = static_cast<scalar_t>(core::finish<Policy>(sum[j], end - start, s.accumulate));
-    }
-    *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
-    if constexpr (Policy::kHasArg) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        s.arg[item.slot * s.inner + item.v * V + j] =
-            arg[j] == std::numeric_limits<offset_t>::max() ? s.arg_none : along_dim(s, arg[j]);
-      }
-    }
+    write_row<Policy>(s, item, target, sum, arg, end - start);
   });
 }
 
@@ -464,43 +485,16 @@ __global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<s
     scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V];
     offset_t arg[V];
-    if (s.accumulate) {
-      core::load_as<scalar_t, V>(target, sum);
-    } else {
-#pragma unroll
-      for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<acc_t>();
-    }
-#pragma unroll
-    for (int j = 0; j < V; ++j) arg[j] = std::numeric_limits<offset_t>::max();
+    start_row<Policy>(sum, arg, target, s.accumulate);
     for (int64_t block = start / kMaxSegment; block * kMaxSegment < end; ++block) {
       const int64_t slot = partials.at(item.o, block, start > block * kMaxSegment, s.inner) + item.v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const acc_t value = partials.value[slot + j];
-        if constexpr (Policy::kHasArg) {
-          const offset_t position = partials.arg[slot + j];
-          if (Policy::wins(value, sum[j]) || (Policy::holds(value, sum[j]) && position < arg[j])) {
-            sum[j] = value;
-            arg[j] = position;
-          }
-        } else {
-          Policy::combine(sum[j], value);
-        }
+        const offset_t position = Policy::kHasArg ? partials.arg[slot + j] : offset_t{0};
+        combine_at<Policy>(sum[j], arg[j], partials.value[slot + j], position);
       }
     }
-    Vector<scalar_t, V> result;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      result.val[j] = static_cast<scalar_t>(core::finish<Policy>(sum[j], end - start, s.accumulate));
-    }
-    *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
-    if constexpr (Policy::kHasArg) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        s.arg[item.slot * s.inner + item.v * V + j] =
-            arg[j] == std::numeric_limits<offset_t>::max() ? s.arg_none : along_dim(s, arg[j]);
-      }
-    }
+    write_row<Policy>(s, item, target, sum, arg, end - start);
   }
 }
 
