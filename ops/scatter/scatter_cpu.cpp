@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -85,13 +86,31 @@ constexpr int64_t slot_bytes() {
 // acc = min or max of acc and value, the value of source position e, and arg
 // its position. Sources reach an element in increasing e, so its arg is the
 // first that wins or, while none has, the first equal to the element's start
-// value (out's, or the identity). Written as selects, so that rows vectorise.
+// value (out's, or the identity). Written as bitwise selects with whole
+// stores, so that rows vectorise to blends: GCC makes the `?:` form masked
+// stores (vmaskmov), which AMD CPUs run microcoded, several times slower.
+template <typename T>
+inline T select_bits(bool take, T a, T b) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const Bits mask = Bits{0} - static_cast<Bits>(take);
+  Bits x, y;
+  std::memcpy(&x, &a, sizeof(T));
+  std::memcpy(&y, &b, sizeof(T));
+  const Bits chosen = (x & mask) | (y & ~mask);
+  T result;
+  std::memcpy(&result, &chosen, sizeof(T));
+  return result;
+}
+
 template <typename Policy, typename acc_t, typename arg_t>
 inline void combine_with_arg(acc_t& acc, arg_t& arg, acc_t value, arg_t e, arg_t unset) {
-  const bool wins = Policy::wins(value, acc);
-  const bool first_holder = (arg == unset) & Policy::holds(value, acc);
-  acc = wins ? value : acc;
-  arg = wins | first_holder ? e : arg;
+  const acc_t before = acc;
+  const arg_t arg_before = arg;
+  const bool wins = Policy::wins(value, before);
+  const bool first_holder = (arg_before == unset) & Policy::holds(value, before);
+  acc = select_bits(wins, value, before);
+  arg = select_bits(wins | first_holder, e, arg_before);
 }
 
 // acc[slot] (op)= value, the value of source position e.
