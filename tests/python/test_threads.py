@@ -29,7 +29,7 @@ import pytest
 import torch
 
 import torchplug
-from op_table import OpRow, Sample, rows_param, scatter_rows_param, values
+from op_table import SCATTER_ROWS, OpRow, Sample, rows_param, scatter_rows_param, values
 
 THREADS = 8
 ITERATIONS = 10
@@ -214,6 +214,31 @@ def test_cpu_schedules_cover_the_edges(row: OpRow, dtype: torch.dtype, E: int, F
     index[0] = index[-1] = N - 1
     index[E // 2] = 0
     sample = Sample((src, index), 0, N, None, f"{threads} threads")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        outputs = row.call(sample)
+    finally:
+        torch.set_num_threads(before)
+    row.check(outputs, sample)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("E, F, N", SCHEDULES)
+@pytest.mark.parametrize("row", rows_param([r for r in SCATTER_ROWS if r.args]))
+def test_cpu_schedules_args_with_ties_nan_and_out(row: OpRow, E: int, F: int, N: int, threads: int) -> None:
+    """min and max on every schedule: values in quarters, so that equal
+    values meet in a slot from different threads' chunks and copies (the
+    smallest position must win), NaNs here and there (the first one is the
+    arg), and out= whose values win some slots and tie others (arg E, or the
+    first source equal to out's value)."""
+    g = _generator(9000 + threads)
+    src = values((E, F), torch.float32, row.reduce, g, ties=True)
+    src.view(-1)[::4099] = float("nan")
+    index = torch.randint(0, N, (E,), generator=g)
+    index[0] = index[-1] = N - 1
+    out = values((N, F), torch.float32, row.reduce, g, ties=True)
+    sample = Sample((src, index), 0, None, out, f"{threads} threads, out=")
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
