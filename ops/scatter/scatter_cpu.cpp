@@ -414,7 +414,9 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
     });
     return;
   }
-  constexpr int64_t kLine = 64 / sizeof(acc_t);
+  // A line of the narrower of the two arrays (min and max: int32 args of
+  // 8-byte values), so that threads share no cache line of either.
+  constexpr int64_t kLine = 64 / std::min(sizeof(acc_t), Policy::kHasArg ? sizeof(arg_t) : sizeof(acc_t));
   const int64_t lines = p.inner / kLine;
   if (lines >= threads) {
     // Row ranges let each thread stream its own source rows when the index is

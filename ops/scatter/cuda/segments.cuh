@@ -9,10 +9,12 @@
 // take equal slices of the sorted order and combine each run of such a row
 // into a scratch slot in src's math type with one (vector) atomic; a last pass
 // writes those rows (in deterministic mode, partials per block of the sorted
-// order, combined in a fixed order instead). Extra memory: the E-long permutation (not for narrow
-// rows that take the atomic rows), O(N) offsets and the long-row scratch,
-// min(N, ceil(E / kMaxSegment)) rows of inner values in the math type per
-// outer index (none when E <= kMaxSegment); never O(E x F).
+// order, combined in a fixed order instead). Extra memory: the E-long
+// permutation (not for narrow rows that take the atomic rows), O(N) offsets
+// and the long-row scratch, min(N, ceil(E / kMaxSegment)) rows of inner
+// values in the math type per outer index (none when E <= kMaxSegment); in
+// deterministic mode also 2 ceil(E / kMaxSegment) partial rows of inner
+// values (and offsets, for min and max) per outer index; never O(E x F).
 
 #include "../scatter_kernel.h"
 #include "atomic_rows.cuh"
@@ -486,7 +488,10 @@ __global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<s
     acc_t sum[V];
     offset_t arg[V];
     start_row<Policy>(sum, arg, target, s.accumulate);
-    for (int64_t block = start / kMaxSegment; block * kMaxSegment < end; ++block) {
+    // A hub row has thousands of partials: unrolled, their loads go out together.
+    const int64_t last_block = (static_cast<int64_t>(end) - 1) / kMaxSegment;
+#pragma unroll 8
+    for (int64_t block = start / kMaxSegment; block <= last_block; ++block) {
       const int64_t slot = partials.at(item.o, block, start > block * kMaxSegment, s.inner) + item.v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {

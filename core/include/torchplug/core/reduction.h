@@ -115,8 +115,9 @@ struct MulPolicy {
 };
 
 // min and max. NaN propagates: a NaN wins against any number, as in
-// torch.amax. The value of a result does not depend on the order of combine();
-// which position it came from is the arg, the smallest one that holds it.
+// torch.amax. The value of a result does not depend on the order of combine(),
+// but for which of -0.0 and +0.0 (equal) or which NaN comes back; which
+// position it came from is the arg, the smallest one that holds it.
 template <bool kIsMax>
 struct ExtremePolicy {
   static constexpr Reduce kReduce = kIsMax ? Reduce::kMax : Reduce::kMin;
