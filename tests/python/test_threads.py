@@ -197,6 +197,16 @@ SCHEDULES = [
 ]
 
 
+def _call_on_threads(row: OpRow, sample: Sample, threads: int) -> tuple:
+    """row's call on sample with torch's CPU thread count set to `threads`."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return row.call(sample)
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("threads", [2, 3, 4])
 @pytest.mark.parametrize("E, F, N", SCHEDULES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
@@ -214,13 +224,7 @@ def test_cpu_schedules_cover_the_edges(row: OpRow, dtype: torch.dtype, E: int, F
     index[0] = index[-1] = N - 1
     index[E // 2] = 0
     sample = Sample((src, index), 0, N, None, f"{threads} threads")
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        outputs = row.call(sample)
-    finally:
-        torch.set_num_threads(before)
-    row.check(outputs, sample)
+    row.check(_call_on_threads(row, sample, threads), sample)
 
 
 @pytest.mark.parametrize("threads", [2, 3])
@@ -239,13 +243,7 @@ def test_cpu_schedules_args_with_ties_nan_and_out(row: OpRow, E: int, F: int, N:
     index[0] = index[-1] = N - 1
     out = values((N, F), torch.float32, row.reduce, g, ties=True)
     sample = Sample((src, index), 0, None, out, f"{threads} threads, out=")
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        outputs = row.call(sample)
-    finally:
-        torch.set_num_threads(before)
-    row.check(outputs, sample)
+    row.check(_call_on_threads(row, sample, threads), sample)
 
 
 # --------------------------------------------------------------------------- scatter_sum (composed)
