@@ -89,9 +89,16 @@ at::Tensor empty_arg(const at::Tensor& out) {
 }
 
 template <typename Policy>
-Result<Policy> scatter_meta(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                            std::optional<c10::SymInt> dim_size) {
-  constexpr const char* op = kOpName<Policy>;
+c10::OperatorHandle find_op(bool inplace) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(
+      (std::string(kOpName<Policy>) + (inplace ? "_" : "")).c_str(), "");
+}
+
+}  // namespace
+
+template <typename Policy>
+Result<Policy> meta(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                    std::optional<c10::SymInt> dim_size) {
   dim = check_args(op, src, index, dim);
   core::broadcast(op, index, src, dim);
   TORCH_CHECK(dim_size.has_value(), op,
@@ -109,9 +116,8 @@ Result<Policy> scatter_meta(const at::Tensor& src, const at::Tensor& index, int6
 }
 
 template <typename Policy>
-InplaceResult<Policy> scatter_inplace_meta(const at::Tensor& out, const at::Tensor& src,
-                                           const at::Tensor& index, int64_t dim) {
-  constexpr const char* op = kOpName<Policy>;
+InplaceResult<Policy> meta_inplace(const char* op, const at::Tensor& out, const at::Tensor& src,
+                                   const at::Tensor& index, int64_t dim) {
   dim = check_args(op, src, index, dim);
   core::broadcast(op, index, src, dim);
   check_out(op, out, src, dim);
@@ -119,17 +125,8 @@ InplaceResult<Policy> scatter_inplace_meta(const at::Tensor& out, const at::Tens
 }
 
 template <typename Policy>
-c10::OperatorHandle find_op(bool inplace) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(
-      (std::string(kOpName<Policy>) + (inplace ? "_" : "")).c_str(), "");
-}
-
-}  // namespace
-
-template <typename Policy>
 ScatterProblem plan(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                    std::optional<int64_t> dim_size) {
-  constexpr const char* op = kOpName<Policy>;
+                    std::optional<int64_t> dim_size, const char* op) {
   dim = check_args(op, src, index, dim);
   TORCH_CHECK(!dim_size || *dim_size >= 0, op, ": argument 'dim_size' must be non-negative, got ",
               dim_size.value_or(0));
@@ -141,8 +138,7 @@ ScatterProblem plan(const at::Tensor& src, const at::Tensor& index, int64_t dim,
 
 template <typename Policy>
 ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
-                            int64_t dim) {
-  constexpr const char* op = kOpName<Policy>;
+                            int64_t dim, const char* op) {
   dim = check_args(op, src, index, dim);
   check_out(op, out, src, dim);
   core::check_no_overlap(op, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
@@ -177,13 +173,17 @@ void finish_inplace(const ScatterProblem& problem, const at::Tensor& out) {
 
 #define TORCHPLUG_INSTANTIATE(name, Policy)                                                         \
   template ScatterProblem plan<Policy>(const at::Tensor&, const at::Tensor&, int64_t,               \
-                                       std::optional<int64_t>);                                     \
+                                       std::optional<int64_t>, const char*);                        \
   template ScatterProblem plan_inplace<Policy>(const at::Tensor&, const at::Tensor&,                \
-                                               const at::Tensor&, int64_t);                         \
+                                               const at::Tensor&, int64_t, const char*);            \
   template Result<Policy> call_scatter<Policy>(const at::Tensor&, const at::Tensor&, int64_t,       \
                                                std::optional<c10::SymInt>);                         \
   template InplaceResult<Policy> call_scatter_<Policy>(const at::Tensor&, const at::Tensor&,        \
-                                                       const at::Tensor&, int64_t);
+                                                       const at::Tensor&, int64_t);                 \
+  template Result<Policy> meta<Policy>(const char*, const at::Tensor&, const at::Tensor&, int64_t,  \
+                                       std::optional<c10::SymInt>);                                 \
+  template InplaceResult<Policy> meta_inplace<Policy>(const char*, const at::Tensor&,               \
+                                                      const at::Tensor&, const at::Tensor&, int64_t);
 TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_INSTANTIATE)
 #undef TORCHPLUG_INSTANTIATE
 
@@ -281,8 +281,14 @@ TORCH_LIBRARY_FRAGMENT(torchplug, m) {
 TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
   using namespace torchplug::scatter_detail;
 #define TORCHPLUG_META(name, Policy)                              \
-  m.impl("scatter_" #name, &scatter_meta<Policy>);               \
-  m.impl("scatter_" #name "_", &scatter_inplace_meta<Policy>);
+  m.impl("scatter_" #name, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,      \
+                              std::optional<c10::SymInt> dim_size) {                             \
+    return meta<Policy>(kOpName<Policy>, src, index, dim, std::move(dim_size));                  \
+  });                                                                                             \
+  m.impl("scatter_" #name "_", [](const at::Tensor& out, const at::Tensor& src,                  \
+                                  const at::Tensor& index, int64_t dim) {                        \
+    return meta_inplace<Policy>(kOpName<Policy>, out, src, index, dim);                           \
+  });
   TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_META)
 #undef TORCHPLUG_META
 }

@@ -62,4 +62,50 @@ at::Tensor scatter(const at::Tensor& src, const at::Tensor& index, int64_t dim =
                    const std::optional<at::Tensor>& out = std::nullopt,
                    std::optional<int64_t> dim_size = std::nullopt, std::string_view reduce = "sum");
 
+// ---- segments and gathers (torch_scatter's segment_csr, segment_coo, gather_*) ----
+//
+// segment_<r>_csr: out[..., i, ...] = the reduction of src[..., indptr[i] ..
+// indptr[i + 1], ...] along dim = indptr.dim() - 1. indptr is int64 [..., N + 1],
+// its leading sizes src's or 1, starting at 0, never decreasing, ending at most
+// at src.size(dim) (checked on the CPU, and on CUDA in checked mode; outside it
+// a malformed indptr never reads out of bounds). out, when given, is
+// overwritten. An empty segment holds 0, its arg src.size(dim).
+//
+// segment_<r>_coo: scatter_<r> along dim = index.dim() - 1 with an index sorted
+// along its last dimension (checked on the CPU and in checked mode; an unsorted
+// index still reduces correctly outside it); out's values take part, as in
+// scatter.
+//
+// gather_csr: out[..., j, ...] = src[..., i, ...] for indptr[i] <= j < indptr[i + 1]
+// (0 past the last segment); out.size(dim) = indptr's last value by default.
+// gather_coo: out[..., j, ...] = src[..., index[..., j], ...], any order.
+// All differentiable in src, but for their out= forms.
+// (values, arg) of the min and max forms.
+using ValuesAndArg = std::tuple<at::Tensor, at::Tensor>;
+#define TORCHPLUG_SEGMENT_DECLARE(name, Result)                                                 \
+  Result segment_##name##_csr(const at::Tensor& src, const at::Tensor& indptr,                  \
+                              const std::optional<at::Tensor>& out = std::nullopt);             \
+  Result segment_##name##_coo(const at::Tensor& src, const at::Tensor& index,                   \
+                              const std::optional<at::Tensor>& out = std::nullopt,              \
+                              std::optional<int64_t> dim_size = std::nullopt);
+TORCHPLUG_SEGMENT_DECLARE(sum, at::Tensor)
+TORCHPLUG_SEGMENT_DECLARE(mean, at::Tensor)
+TORCHPLUG_SEGMENT_DECLARE(mul, at::Tensor)
+TORCHPLUG_SEGMENT_DECLARE(min, ValuesAndArg)
+TORCHPLUG_SEGMENT_DECLARE(max, ValuesAndArg)
+#undef TORCHPLUG_SEGMENT_DECLARE
+
+// Any of them by name, as scatter(); min and max give their values only.
+at::Tensor segment_csr(const at::Tensor& src, const at::Tensor& indptr,
+                       const std::optional<at::Tensor>& out = std::nullopt,
+                       std::string_view reduce = "sum");
+at::Tensor segment_coo(const at::Tensor& src, const at::Tensor& index,
+                       const std::optional<at::Tensor>& out = std::nullopt,
+                       std::optional<int64_t> dim_size = std::nullopt, std::string_view reduce = "sum");
+
+at::Tensor gather_csr(const at::Tensor& src, const at::Tensor& indptr,
+                      const std::optional<at::Tensor>& out = std::nullopt);
+at::Tensor gather_coo(const at::Tensor& src, const at::Tensor& index,
+                      const std::optional<at::Tensor>& out = std::nullopt);
+
 }  // namespace torchplug

@@ -29,6 +29,7 @@
 #include <ATen/ops/scatter.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -86,7 +87,14 @@ Saved load(AutogradContext* ctx) {
 // values (out's shape) read at each src element's slot; 0 for skipped elements,
 // which read a slot of zeros appended past the last (no guard on the output
 // size, which may be an unbacked symbol under torch.compile).
+// A 1-D index (the common case) goes through gather_coo's kernel, which gives
+// those zeros itself.
 at::Tensor gather_slots(const char* op, const Saved& s, const at::Tensor& values) {
+  if (s.index.dim() == 1) {
+    std::vector<int64_t> shape(s.dim + 1, 1);
+    shape[s.dim] = -1;
+    return call_gather_coo(values, s.index.view(shape));
+  }
   if (s.validated) return at::gather(values, s.dim, core::broadcast(op, s.index, s.src_sizes, s.dim));
   const auto& size = s.slots;
   auto pad_sizes = values.sym_sizes().vec();
@@ -163,19 +171,45 @@ std::pair<at::Tensor, at::Tensor> gradients(const Saved& s, const at::Tensor& gr
   }
 }
 
+// The ops whose gradients these are: scatter_<r>, and segment_<r>_coo, which
+// is scatter_<r> along index.dim() - 1.
 template <typename Policy>
-class ScatterFunction : public torch::autograd::Function<ScatterFunction<Policy>> {
+struct ScatterOp {
+  static Result<Policy> call(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                             std::optional<c10::SymInt> dim_size) {
+    return call_scatter<Policy>(src, index, dim, std::move(dim_size));
+  }
+  static InplaceResult<Policy> call_(const at::Tensor& out, const at::Tensor& src,
+                                     const at::Tensor& index, int64_t dim) {
+    return call_scatter_<Policy>(out, src, index, dim);
+  }
+};
+
+template <typename Policy>
+struct SegmentCooOp {
+  static Result<Policy> call(const at::Tensor& src, const at::Tensor& index, int64_t,
+                             std::optional<c10::SymInt> dim_size) {
+    return call_segment_coo<Policy>(src, index, std::move(dim_size));
+  }
+  static InplaceResult<Policy> call_(const at::Tensor& out, const at::Tensor& src,
+                                     const at::Tensor& index, int64_t) {
+    return call_segment_coo_<Policy>(out, src, index);
+  }
+};
+
+template <typename Policy, typename Op>
+class ScatterFunction : public torch::autograd::Function<ScatterFunction<Policy, Op>> {
  public:
   static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& index,
                                int64_t dim, std::optional<c10::SymInt> dim_size) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     if constexpr (Policy::kHasArg) {
-      auto [out, arg] = call_scatter<Policy>(src, index, dim, std::move(dim_size));
+      auto [out, arg] = Op::call(src, index, dim, std::move(dim_size));
       save<Policy>(ctx, src, index, dim, out, arg);
       ctx->mark_non_differentiable({arg});
       return {out, arg};
     } else {
-      auto out = call_scatter<Policy>(src, index, dim, std::move(dim_size));
+      auto out = Op::call(src, index, dim, std::move(dim_size));
       save<Policy>(ctx, src, index, dim, out, at::Tensor());
       return {out};
     }
@@ -192,8 +226,8 @@ struct OldValues {
   at::Tensor values;
 };
 
-template <typename Policy>
-class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFunction<Policy>> {
+template <typename Policy, typename Op>
+class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFunction<Policy, Op>> {
  public:
   static variable_list forward(AutogradContext* ctx, Variable out, const Variable& src,
                                const Variable& index, int64_t dim, OldValues old) {
@@ -201,9 +235,9 @@ class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFu
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       if constexpr (Policy::kHasArg) {
-        arg = call_scatter_<Policy>(out, src, index, dim);
+        arg = Op::call_(out, src, index, dim);
       } else {
-        call_scatter_<Policy>(out, src, index, dim);
+        Op::call_(out, src, index, dim);
       }
     }
     save<Policy>(ctx, src, index, dim, out, arg);
@@ -225,15 +259,15 @@ class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFu
   }
 };
 
-template <typename Policy>
+template <typename Policy, typename Op = ScatterOp<Policy>>
 Result<Policy> scatter_autograd(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                                std::optional<c10::SymInt> dim_size) {
-  core::check_autograd_support(kOpName<Policy>, {TORCHPLUG_ARG(src)});
+                                std::optional<c10::SymInt> dim_size, const char* op = kOpName<Policy>) {
+  core::check_autograd_support(op, {TORCHPLUG_ARG(src)});
   if (!core::records_grad(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_scatter<Policy>(src, index, dim, std::move(dim_size));
+    return Op::call(src, index, dim, std::move(dim_size));
   }
-  auto outputs = ScatterFunction<Policy>::apply(src, index, dim, std::move(dim_size));
+  auto outputs = ScatterFunction<Policy, Op>::apply(src, index, dim, std::move(dim_size));
   if constexpr (Policy::kHasArg) {
     return {outputs[0], outputs[1]};
   } else {
@@ -247,19 +281,20 @@ void check_writable(const char* op, const at::Tensor& out) {
               ": argument 'out' is a leaf tensor that requires grad and cannot be written in place");
 }
 
-template <typename Policy>
+template <typename Policy, typename Op = ScatterOp<Policy>>
 InplaceResult<Policy> scatter_inplace_autograd(const at::Tensor& out, const at::Tensor& src,
-                                               const at::Tensor& index, int64_t dim) {
-  check_writable(kOpName<Policy>, out);
-  core::check_autograd_support(kOpName<Policy>, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
+                                               const at::Tensor& index, int64_t dim,
+                                               const char* op = kOpName<Policy>) {
+  check_writable(op, out);
+  core::check_autograd_support(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
   if (!core::records_grad(out, src)) {
     at::Tensor arg;
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       if constexpr (Policy::kHasArg) {
-        arg = call_scatter_<Policy>(out, src, index, dim);
+        arg = Op::call_(out, src, index, dim);
       } else {
-        call_scatter_<Policy>(out, src, index, dim);
+        Op::call_(out, src, index, dim);
       }
     }
     // What mark_dirty does otherwise: autograd then refuses a backward through
@@ -275,8 +310,127 @@ InplaceResult<Policy> scatter_inplace_autograd(const at::Tensor& out, const at::
   // mul's gradients need out's values from before the write: a copy made
   // here, with autograd on, so that double backward reaches out through it.
   OldValues old{Policy::kReduce == core::Reduce::kMul ? out.clone() : at::Tensor()};
-  auto outputs = ScatterInplaceFunction<Policy>::apply(out, src, index, dim, std::move(old));
+  auto outputs = ScatterInplaceFunction<Policy, Op>::apply(out, src, index, dim, std::move(old));
   if constexpr (Policy::kHasArg) return outputs[1];
+}
+
+// ---- segment_csr and the gathers ------------------------------------------------
+
+// segment_csr as a scatter over each position's row, with one more slot for
+// positions past the last segment (its gradient 0): scatter's gradients apply.
+template <typename Policy>
+class SegmentCsrFunction : public torch::autograd::Function<SegmentCsrFunction<Policy>> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& indptr) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    at::Tensor out, arg;
+    if constexpr (Policy::kHasArg) {
+      std::tie(out, arg) = call_segment_csr<Policy>(src, indptr);
+      ctx->mark_non_differentiable({arg});
+    } else {
+      out = call_segment_csr<Policy>(src, indptr);
+    }
+    ctx->save_for_backward({indptr, Policy::kReduce == core::Reduce::kMul ? src : at::Tensor(), arg});
+    ctx->saved_data["src_sizes"] = src.sizes();
+    if constexpr (Policy::kHasArg) return {out, arg};
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& indptr = saved[0];
+    const auto sizes = ctx->saved_data["src_sizes"].toIntVector();
+    const int64_t dim = indptr.dim() - 1;
+    const int64_t E = sizes[dim];
+    auto leading = std::vector<int64_t>(sizes.begin(), sizes.begin() + dim);
+    leading.push_back(indptr.size(-1));
+    const int64_t outer = c10::multiply_integers(leading.begin(), leading.end() - 1);
+    const auto rows = rows_of_positions(indptr.expand(leading).reshape({outer, indptr.size(-1)}), E);
+    auto index_shape = std::vector<int64_t>(sizes.begin(), sizes.begin() + dim);
+    index_shape.push_back(E);
+    const auto pad = [&](const at::Tensor& t, const at::Scalar& value) {
+      auto pad_sizes = t.sizes().vec();
+      pad_sizes[dim] = 1;
+      return at::cat({t, at::full(pad_sizes, value, t.options())}, dim);
+    };
+    const auto& grad = grad_outputs[0];
+    Saved s{rows.dim() == 1 ? rows : rows.view(index_shape),
+            saved[1],
+            Policy::kHasArg ? pad(saved[2], E) : at::Tensor(),
+            at::Tensor(),
+            dim,
+            c10::fromIntArrayRefSlow(sizes).vec(),
+            c10::SymInt(grad.size(dim) + 1),
+            true};
+    return {gradients<Policy>(s, pad(grad, 0)).first, Variable()};
+  }
+};
+
+class GatherCooFunction : public torch::autograd::Function<GatherCooFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& index) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    ctx->save_for_backward({index});
+    ctx->saved_data["src_sizes"] = src.sym_sizes();
+    return {call_gather_coo(src, index)};
+  }
+  // The sum of the gradients of each src slice's positions (skipped positions add nothing).
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto index = ctx->get_saved_variables()[0];
+    auto grad = at::zeros_symint(ctx->saved_data["src_sizes"].toSymIntVector(), grad_outputs[0].options());
+    call_scatter_<SumPolicy>(grad, grad_outputs[0], index, index.dim() - 1);
+    return {grad, Variable()};
+  }
+};
+
+class GatherCsrFunction : public torch::autograd::Function<GatherCsrFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& indptr,
+                               std::optional<c10::SymInt> dim_size) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    ctx->save_for_backward({indptr});
+    return {call_gather_csr(src, indptr, std::move(dim_size))};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto indptr = ctx->get_saved_variables()[0];
+    return {call_segment_csr<SumPolicy>(grad_outputs[0], indptr), Variable(), Variable()};
+  }
+};
+
+template <typename Policy>
+Result<Policy> segment_csr_autograd(const at::Tensor& src, const at::Tensor& indptr) {
+  core::check_autograd_support(kSegmentCsrName<Policy>, {TORCHPLUG_ARG(src)});
+  if (!core::records_grad(src)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_segment_csr<Policy>(src, indptr);
+  }
+  auto outputs = SegmentCsrFunction<Policy>::apply(src, indptr);
+  if constexpr (Policy::kHasArg) {
+    return {outputs[0], outputs[1]};
+  } else {
+    return outputs[0];
+  }
+}
+
+// The out= forms that overwrite out (segment_csr_, gather_csr_, gather_coo_)
+// are not differentiable, as PyTorch's out= variants are not: refused when
+// autograd would record, else run below autograd with out's version bumped.
+template <typename Return>
+Return write_out(const char* name, const at::Tensor& out, const at::Tensor& src, const at::Tensor& positions) {
+  TORCH_CHECK(!core::records_grad(out, src), name,
+              ": the out= form does not support automatic differentiation; call it without out=");
+  const auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow(name, "")
+                       .typed<Return(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  if constexpr (std::is_void_v<Return>) {
+    op.call(out, src, positions);
+    torch::autograd::impl::bump_version(out);
+  } else {
+    auto result = op.call(out, src, positions);
+    torch::autograd::impl::bump_version(out);
+    return result;
+  }
 }
 
 }  // namespace
@@ -284,9 +438,53 @@ InplaceResult<Policy> scatter_inplace_autograd(const at::Tensor& out, const at::
 
 TORCH_LIBRARY_IMPL(torchplug, Autograd, m) {
   using namespace torchplug::scatter_detail;
-#define TORCHPLUG_AUTOGRAD(name, Policy)                             \
-  m.impl("scatter_" #name, &scatter_autograd<Policy>);              \
-  m.impl("scatter_" #name "_", &scatter_inplace_autograd<Policy>);
+#define TORCHPLUG_AUTOGRAD(name, Policy)                                                             \
+  m.impl("scatter_" #name, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,          \
+                              std::optional<c10::SymInt> dim_size) {                                 \
+    return scatter_autograd<Policy>(src, index, dim, std::move(dim_size));                           \
+  });                                                                                                 \
+  m.impl("scatter_" #name "_", [](const at::Tensor& out, const at::Tensor& src,                      \
+                                  const at::Tensor& index, int64_t dim) {                            \
+    return scatter_inplace_autograd<Policy>(out, src, index, dim);                                    \
+  });                                                                                                 \
+  m.impl("segment_" #name "_coo", [](const at::Tensor& src, const at::Tensor& index,                 \
+                                     std::optional<c10::SymInt> dim_size) {                          \
+    return scatter_autograd<Policy, SegmentCooOp<Policy>>(src, index, index.dim() - 1,               \
+                                                          std::move(dim_size), kSegmentCooName<Policy>); \
+  });                                                                                                 \
+  m.impl("segment_" #name "_coo_", [](const at::Tensor& out, const at::Tensor& src,                  \
+                                      const at::Tensor& index) {                                     \
+    return scatter_inplace_autograd<Policy, SegmentCooOp<Policy>>(out, src, index, index.dim() - 1,  \
+                                                                  kSegmentCooName<Policy>);          \
+  });                                                                                                 \
+  m.impl("segment_" #name "_csr", &segment_csr_autograd<Policy>);                                    \
+  m.impl("segment_" #name "_csr_", [](const at::Tensor& out, const at::Tensor& src,                  \
+                                      const at::Tensor& indptr) {                                    \
+    return write_out<InplaceResult<Policy>>("torchplug::segment_" #name "_csr_", out, src, indptr);  \
+  });
   TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_AUTOGRAD)
 #undef TORCHPLUG_AUTOGRAD
+  m.impl("gather_coo", [](const at::Tensor& src, const at::Tensor& index) {
+    torchplug::core::check_autograd_support("torchplug::gather_coo", {TORCHPLUG_ARG(src)});
+    if (!torchplug::core::records_grad(src)) {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      return call_gather_coo(src, index);
+    }
+    return GatherCooFunction::apply(src, index)[0];
+  });
+  m.impl("gather_csr", [](const at::Tensor& src, const at::Tensor& indptr,
+                          std::optional<c10::SymInt> dim_size) {
+    torchplug::core::check_autograd_support("torchplug::gather_csr", {TORCHPLUG_ARG(src)});
+    if (!torchplug::core::records_grad(src)) {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      return call_gather_csr(src, indptr, std::move(dim_size));
+    }
+    return GatherCsrFunction::apply(src, indptr, std::move(dim_size))[0];
+  });
+  m.impl("gather_csr_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
+    write_out<void>("torchplug::gather_csr_", out, src, indptr);
+  });
+  m.impl("gather_coo_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index) {
+    write_out<void>("torchplug::gather_coo_", out, src, index);
+  });
 }

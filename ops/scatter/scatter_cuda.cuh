@@ -312,4 +312,20 @@ void scatter_kernel_cuda(const ScatterProblem& p) {
   }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
 }
 
+template <typename Policy>
+void segment_csr_kernel_cuda(const ScatterProblem& p, const at::Tensor& indptr) {
+  if (p.out.numel() == 0) return;
+  AT_DISPATCH_V2(p.src.scalar_type(), kOpName<Policy>, AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    if (p.src.numel() == 0) {
+      p.out.fill_(Policy::template empty<acc_t>());
+      if constexpr (Policy::kHasArg) p.arg.fill_(p.E);
+    } else if (p.E <= std::numeric_limits<int32_t>::max()) {
+      indptr_reduce<Policy, scalar_t, int32_t>(p, indptr);
+    } else {
+      indptr_reduce<Policy, scalar_t, int64_t>(p, indptr);
+    }
+  }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
+}
+
 }  // namespace torchplug::scatter_detail

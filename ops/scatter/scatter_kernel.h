@@ -55,12 +55,20 @@ struct ScatterProblem {
 
 // Validates the arguments, broadcasts the index and allocates the outputs.
 // On CPU (and in checked mode) also checks every index value against the output size.
+// `op` names the op in errors (segment_coo plans as scatter does).
 template <typename Policy>
 ScatterProblem plan(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                    std::optional<int64_t> dim_size);
+                    std::optional<int64_t> dim_size, const char* op = kOpName<Policy>);
 template <typename Policy>
 ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
-                            int64_t dim);
+                            int64_t dim, const char* op = kOpName<Policy>);
+// The Meta kernels: checks and outputs of the right shape (dim_size is required).
+template <typename Policy>
+Result<Policy> meta(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                    std::optional<c10::SymInt> dim_size);
+template <typename Policy>
+InplaceResult<Policy> meta_inplace(const char* op, const at::Tensor& out, const at::Tensor& src,
+                                   const at::Tensor& index, int64_t dim);
 // Writes the result into the caller's `out` when the kernel worked on a stand-in.
 void finish_inplace(const ScatterProblem& problem, const at::Tensor& out);
 
@@ -78,5 +86,76 @@ template <typename Policy>
 void scatter_kernel_cpu(const ScatterProblem& problem);
 template <typename Policy>
 void scatter_kernel_cuda(const ScatterProblem& problem);
+
+// ---- segment and gather (segment.cpp) -----------------------------------------
+
+// "torchplug::segment_<name>_csr" and "..._coo" for each reduction.
+template <typename Policy>
+inline constexpr const char* kSegmentCsrName = nullptr;
+template <typename Policy>
+inline constexpr const char* kSegmentCooName = nullptr;
+#define TORCHPLUG_SEGMENT_OP_NAMES(name, Policy)                                      \
+  template <>                                                                         \
+  inline constexpr const char* kSegmentCsrName<Policy> = "torchplug::segment_" #name "_csr"; \
+  template <>                                                                         \
+  inline constexpr const char* kSegmentCooName<Policy> = "torchplug::segment_" #name "_coo";
+TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_SEGMENT_OP_NAMES)
+#undef TORCHPLUG_SEGMENT_OP_NAMES
+
+template <typename Policy>
+Result<Policy> call_segment_csr(const at::Tensor& src, const at::Tensor& indptr);
+template <typename Policy>
+Result<Policy> call_segment_coo(const at::Tensor& src, const at::Tensor& index,
+                                std::optional<c10::SymInt> dim_size);
+template <typename Policy>
+InplaceResult<Policy> call_segment_coo_(const at::Tensor& out, const at::Tensor& src,
+                                        const at::Tensor& index);
+at::Tensor call_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
+                           std::optional<c10::SymInt> dim_size);
+at::Tensor call_gather_coo(const at::Tensor& src, const at::Tensor& index);
+
+// segment_csr of src by indptr ([..., N + 1], broadcast against src's leading
+// dimensions; dim = indptr.dim() - 1), checked, with its outputs allocated.
+// When every outer slice shares one indptr, `indptr` holds it ([N + 1]) for
+// the CUDA kernel; `rows` always can give the scatter problem over each
+// position's row (rows_problem).
+struct SegmentCsr {
+  at::Tensor src;     // contiguous
+  at::Tensor indptr;  // [N + 1], contiguous, when shared; else undefined
+  at::Tensor expanded_indptr;  // [outer, N + 1]
+  int64_t dim = 0, outer = 1, E = 0, inner = 1, N = 0;
+  at::Tensor out, arg;  // the results (arg for min and max)
+};
+template <typename Policy>
+SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr);
+// The rows of positions 0 .. E - 1 by indptr [outer, N + 1] (int64): the
+// segment holding each, N for one past the last segment. [E] when outer is 1.
+at::Tensor rows_of_positions(const at::Tensor& expanded_indptr, int64_t E);
+// Runs segment_csr as a scatter over each position's row with a kernel of
+// the device (N + 1 slots, the last for positions in no segment, cut off).
+template <typename Policy>
+void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&));
+// Segment_coo's index checks beyond scatter's: sorted along its last dimension
+// (on the CPU always, on CUDA in checked mode).
+void check_sorted(const char* op, const at::Tensor& index);
+
+// src viewed as [outer, N, inner] read into out viewed as [outer, E, inner]:
+// out[o, e] = src[o, index[e]] (an index of [E]) or src[o, index[o, e]]
+// ([outer, E]); zeros where the index value lies outside [0, N).
+struct GatherProblem {
+  at::Tensor src;    // contiguous
+  at::Tensor index;  // contiguous int64, [E] or [outer, E]
+  bool index_per_outer = false;
+  int64_t outer = 1, N = 0, E = 0, inner = 1;
+  at::Tensor out;    // contiguous, src's dtype
+};
+GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index);
+GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
+                              std::optional<int64_t> dim_size);
+void gather_kernel_cpu(const GatherProblem& problem);
+void gather_kernel_cuda(const GatherProblem& problem);
+// segment_csr on CUDA over the caller's indptr ([N + 1]); p.index unused.
+template <typename Policy>
+void segment_csr_kernel_cuda(const ScatterProblem& problem, const at::Tensor& indptr);
 
 }  // namespace torchplug::scatter_detail

@@ -436,8 +436,7 @@ __global__ void ordered_long_rows_kernel(const scalar_t* __restrict__ src,
     const int64_t block_end = min(block_begin + kMaxSegment, positions);
     if (block_begin >= block_end) continue;
     for (int end_of_block = 0; end_of_block < 2; ++end_of_block) {
-      const int64_t k = end_of_block ? block_end - 1 : block_begin;
-      const int64_t row = index[permuted ? static_cast<int64_t>(csr.perm[k]) : k];
+      const int64_t row = csr.row_at(index, end_of_block ? block_end - 1 : block_begin, permuted, N);
       offset_t start, end;
       csr.bounds(row, permuted, start, end);
       const bool starts_inside = start > block_begin;
@@ -503,35 +502,29 @@ __global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<s
   }
 }
 
-// 1-D index: CSR of the index (core/index_plan.cuh), then segments and long
-// rows, all queued at once (long rows only when E > kMaxSegment). Offsets are
-// 32-bit while E allows: half the bytes and faster atomics. For narrow rows
-// (has_narrow_rows) of a reduction with nothing to finish (sum, mul) an
-// unsorted index takes the atomic rows instead of the permutation (in float32
-// on the H200 up to 7x faster with a random index, and up to 16x with a row
-// taking half of the entries; docs/benchmarks.md): the identity fill and the
-// atomic rows are queued too and return unless the probe or the counting pass
-// flagged the index unsorted. `ordered`: every row combines its sources in
-// source order (a stable permutation), long rows by blocks in a fixed order,
-// with no atomics: deterministic results.
 // How positions of p lie along dim, for the arg: (position / inner) % E, or
 // the position itself when E is 0.
 struct ArgPositions {
   int64_t inner = 1, E = 0, none = 0;
 };
 
+// The segments and long rows over a plan, all queued at once (long rows only
+// when E > kMaxSegment). `index`: the index the plan was built from, or null
+// for a caller's CSR (never permuted; its long rows go in order). For narrow
+// rows (has_narrow_rows) of a reduction with nothing to finish (sum, mul) an
+// unsorted index takes the atomic rows instead of the permutation
+// (`atomics_if_unsorted`; in float32 on the H200 up to 7x faster with a
+// random index, and up to 16x with a row taking half of the entries;
+// docs/benchmarks.md): the identity fill and the atomic rows are queued too and
+// return unless the probe or the counting pass flagged the index unsorted.
+// `ordered`: every row combines its sources in source order (a stable
+// permutation), long rows by blocks in a fixed order, with no atomics:
+// deterministic results.
 template <typename Policy, typename scalar_t, typename offset_t>
-void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
+void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& plan, const int64_t* index,
+                    bool ordered, bool atomics_if_unsorted, ArgPositions positions) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr bool kFinishes = Policy::kHasArg || Policy::kDividesByCount;
-  const bool atomics_if_unsorted = !kFinishes && !ordered && has_narrow_rows<scalar_t>(p);
-  core::PlanOptions options;
-  options.permutation = ordered ? core::Permutation::kStable
-                        : atomics_if_unsorted ? core::Permutation::kNone
-                                              : core::Permutation::kAtomic;
-  options.probe = atomics_if_unsorted;
-  options.counters = 3;  // the long-rows flag, tiles taken by the sorted and the permuted kernel
-  const auto plan = core::plan_index<offset_t>(p.index, p.E, p.N, options);
   const core::Csr<offset_t> csr = plan.csr(plan.counter(0));
 
   // One slot per output row, or per kMaxSegment positions when that is fewer:
@@ -547,7 +540,6 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
   const LongRowScratch<acc_t> scratch{scratch_tensor.mutable_data_ptr<acc_t>(), slots, slots == p.N};
 
   const auto* src = p.src.const_data_ptr<scalar_t>();
-  const auto* index = p.index.const_data_ptr<int64_t>();
   auto* out = p.out.mutable_data_ptr<scalar_t>();
   core::with_vector_width<scalar_t>(p.inner, {src, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
@@ -559,7 +551,8 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
                                               Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr,
                                               positions.none, positions.inner, positions.E};
     core::launch_one_wave(segment_kernel<Policy, scalar_t, V, offset_t, false>, rows, src, out, sorted);
-    if (atomics_if_unsorted) {
+    // A caller's CSR (no index) is sorted: no permuted kernel.
+    if (index != nullptr && atomics_if_unsorted) {
       if constexpr (kOwnAtomicType<scalar_t> && !kFinishes) {  // acc_t is scalar_t: straight into out
         const IfSet<offset_t> unsorted{plan.unsorted()};
         if (!p.accumulate) {
@@ -568,7 +561,7 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
         }
         launch_atomic_rows<Policy>(p, src, out, unsorted);
       }
-    } else {
+    } else if (index != nullptr) {
       Segments<scalar_t, offset_t> permuted = sorted;
       permuted.next_tile = plan.counter(2);
       const auto permuted_kernel = [] {
@@ -581,7 +574,7 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
       core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
     }
     if (!may_have_long_rows) return;
-    if (ordered) {
+    if (ordered || index == nullptr) {
       const int64_t blocks = at::ceil_div<int64_t>(p.E, kMaxSegment);
       const int64_t partial_values = p.outer * 2 * blocks * p.inner;
       const at::Tensor values = at::empty({partial_values}, scratch_tensor.options());
@@ -607,6 +600,31 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
                             slices);
     }
   });
+}
+
+// 1-D index: the CSR of the index (core/index_plan.cuh), then the segments.
+// Offsets are 32-bit while E allows: half the bytes and faster atomics.
+template <typename Policy, typename scalar_t, typename offset_t>
+void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
+  constexpr bool kFinishes = Policy::kHasArg || Policy::kDividesByCount;
+  const bool atomics_if_unsorted = !kFinishes && !ordered && has_narrow_rows<scalar_t>(p);
+  core::PlanOptions options;
+  options.permutation = ordered ? core::Permutation::kStable
+                        : atomics_if_unsorted ? core::Permutation::kNone
+                                              : core::Permutation::kAtomic;
+  options.probe = atomics_if_unsorted;
+  options.counters = 3;  // the long-rows flag, tiles taken by the sorted and the permuted kernel
+  const auto plan = core::plan_index<offset_t>(p.index, p.E, p.N, options);
+  reduce_planned<Policy, scalar_t>(p, plan, p.index.const_data_ptr<int64_t>(), ordered,
+                                   atomics_if_unsorted, positions);
+}
+
+// segment_csr: the caller's indptr ([N + 1], int64) as the plan; p.index unused.
+template <typename Policy, typename scalar_t, typename offset_t>
+void indptr_reduce(const ScatterProblem& p, const at::Tensor& indptr) {
+  const auto plan = core::plan_from_indptr<offset_t>(indptr, p.E, /*counters=*/3);
+  reduce_planned<Policy, scalar_t>(p, plan, nullptr, /*ordered=*/true, false,
+                                   ArgPositions{p.inner, 0, p.E});
 }
 
 }  // namespace torchplug::scatter_detail

@@ -7,7 +7,7 @@
 //   auto plan = core::plan_index<int32_t>(index, E, N, {.permutation = core::Permutation::kAtomic});
 //   my_segment_kernel<<<...>>>(..., plan.csr());   // row r's sources: csr.bounds(r, ...)
 //
-//   auto plan = core::plan_from_indptr<int64_t>(indptr);   // segment_csr's rowptr, sorted
+//   auto plan = core::plan_from_indptr<int32_t>(indptr, E);   // segment_csr's indptr, sorted
 //
 // From an index (a row per source, E sources, N rows) it holds:
 //   - per-row counts and their prefix sum, rowptr (one pass over the index,
@@ -183,6 +183,24 @@ struct Csr {
     start = permuted ? before : at;
     end = permuted ? at : after;
   }
+
+  // The row of position k of the sorted order: index[k] (through perm when
+  // permuted), or without an index (a caller's CSR, never permuted) the last
+  // row starting at or before k, by binary search over rowptr[0, N).
+  __device__ __forceinline__ int64_t row_at(const int64_t* index, int64_t k, bool permuted,
+                                            int64_t N) const {
+    if (index != nullptr) return index[permuted ? static_cast<int64_t>(perm[k]) : k];
+    int64_t low = 0, high = N - 1;
+    while (low < high) {
+      const int64_t mid = (low + high + 1) / 2;
+      if (rowptr[mid] <= k) {
+        low = mid;
+      } else {
+        high = mid - 1;
+      }
+    }
+    return low;
+  }
 };
 
 // How an unsorted index gets its permutation.
@@ -222,10 +240,14 @@ struct IndexPlan {
 template <typename offset_t>
 IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, PlanOptions options);
 
-// A caller's own CSR: rowptr [N + 1], monotone, rowptr[0] = 0 (segment_csr's
-// indptr); every row's sources are positions rowptr[r] .. rowptr[r + 1].
+// A caller's own CSR (segment_csr's indptr: int64 [N + 1] on the current
+// device, monotone, starting at 0): row r's sources are positions indptr[r] ..
+// indptr[r + 1] of E. The offsets are indptr clamped into [0, E], so that a
+// malformed one (outside checked mode) never reads past the sources: a row
+// whose end lies before its start is empty. There is no index to read a
+// position's row from: Csr::row_at searches rowptr.
 template <typename offset_t>
-IndexPlan<offset_t> plan_from_indptr(const at::Tensor& rowptr, int64_t counters = 0);
+IndexPlan<offset_t> plan_from_indptr(const at::Tensor& indptr, int64_t E, int64_t counters = 0);
 
 // Row keys for the stable sort: the row, or N for values outside [0, N), which
 // sort last, past every counted position.
@@ -285,11 +307,21 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
 }
 
 template <typename offset_t>
-IndexPlan<offset_t> plan_from_indptr(const at::Tensor& rowptr, int64_t counters) {
+__global__ void clamp_indptr_kernel(const int64_t* __restrict__ indptr, offset_t* __restrict__ rowptr,
+                                    int64_t n, int64_t E) {
+  TORCHPLUG_GRID_STRIDE_LOOP(i, n) rowptr[i] = static_cast<offset_t>(min(max(indptr[i], int64_t{0}), E));
+}
+
+template <typename offset_t>
+IndexPlan<offset_t> plan_from_indptr(const at::Tensor& indptr, int64_t E, int64_t counters) {
   IndexPlan<offset_t> plan;
-  plan.N = rowptr.numel() - 1;
-  plan.rowptr = rowptr.contiguous();
-  plan.stats = at::zeros({plan.N + 2 + counters}, rowptr.options());
+  plan.N = indptr.numel() - 1;
+  const auto offsets = indptr.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
+  plan.rowptr = at::empty({plan.N + 1}, offsets);
+  launch(clamp_indptr_kernel<offset_t>, plan.N + 1, indptr.const_data_ptr<int64_t>(),
+         plan.rowptr.template mutable_data_ptr<offset_t>(), plan.N + 1, E);
+  // No counts; the flag stays 0 (sorted) and the counters start at 0.
+  plan.stats = at::zeros({plan.N + 2 + counters}, offsets);
   return plan;
 }
 

@@ -1,0 +1,483 @@
+// Segments and gathers: the scatter family over sorted positions, with
+// torch_scatter's semantics. Schemas, registry entries, C++ API, input checks,
+// planning shared by the CPU and CUDA kernels, and the Meta kernels:
+//   segment_<r>_csr(src, indptr)             -> out   (min, max: (out, arg))
+//   segment_<r>_csr_(out, src, indptr)       -> ()    (min, max: arg)  out overwritten
+//   segment_<r>_coo(src, index, dim_size)    -> out   (min, max: (out, arg))
+//   segment_<r>_coo_(out, src, index)        -> ()    (min, max: arg)  out's values take part
+//   gather_csr(src, indptr, dim_size), gather_csr_(out, src, indptr)
+//   gather_coo(src, index), gather_coo_(out, src, index)
+// segment_coo is scatter along index.dim() - 1 with a sorted index: its
+// kernels are scatter's (the index plan finds the index sorted). segment_csr
+// hands the caller's indptr to the plan on CUDA; elsewhere it reduces over
+// each position's row. The gathers and scatter's backward share one kernel.
+
+#include "scatter.h"
+
+#include "scatter_kernel.h"
+#include "torchplug/core/broadcast.h"
+#include "torchplug/core/checks.h"
+#include "torchplug/core/registry.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/searchsorted.h>
+#include <torch/library.h>
+
+#include <string>
+
+namespace torchplug {
+namespace scatter_detail {
+namespace {
+
+constexpr std::initializer_list<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat,
+                                                           at::kDouble, at::kInt, at::kLong};
+
+// The reduced dim of an indptr or coo index against src: its last, with every
+// leading size src's or 1. Returns dim.
+int64_t check_positions(const char* op, const char* arg, const at::Tensor& src, const at::Tensor& t) {
+  core::check_same_device(op, {{"src", &src}, {arg, &t}});
+  core::check_dtype_in(op, "src", src, kDtypes);
+  core::check_index_dtype(op, arg, t);
+  TORCH_CHECK(t.dim() >= 1, op, ": argument '", arg, "' must have at least one dimension");
+  TORCH_CHECK(t.dim() <= src.dim(), op, ": argument '", arg, "' has ", t.dim(),
+              " dimensions, more than src's ", src.dim());
+  const int64_t dim = t.dim() - 1;
+  for (int64_t d = 0; d < dim; ++d) {
+    TORCH_CHECK(t.sym_size(d) == src.sym_size(d) || t.sym_size(d) == 1, op, ": argument '", arg,
+                "' of shape ", t.sym_sizes(), " does not broadcast against src of shape ",
+                src.sym_sizes(), " at dimension ", d);
+  }
+  return dim;
+}
+
+// The size of the segments' dim: indptr.size(-1) - 1, at least 0.
+c10::SymInt segment_count(const at::Tensor& indptr) {
+  const auto size = indptr.sym_size(-1);
+  return size > 0 ? size - 1 : c10::SymInt(0);
+}
+
+void check_out_shape(const char* op, const at::Tensor& out, const at::Tensor& src, int64_t dim,
+                     const c10::SymInt& size) {
+  core::check_same_device(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
+  core::check_same_dtype(op, TORCHPLUG_ARG(out), TORCHPLUG_ARG(src));
+  auto expected = src.sym_sizes().vec();
+  expected[dim] = size;
+  TORCH_CHECK(out.sym_sizes() == c10::SymIntArrayRef(expected), op, ": argument 'out' of shape ",
+              out.sym_sizes(), " does not match the expected ", c10::SymIntArrayRef(expected));
+}
+
+// indptr expanded to src's leading sizes, as [outer, N + 1].
+at::Tensor expand_indptr(const at::Tensor& indptr, const at::Tensor& src, int64_t dim) {
+  auto sizes = src.sizes().slice(0, dim).vec();
+  const int64_t outer = c10::multiply_integers(sizes);
+  sizes.push_back(indptr.size(-1));
+  return indptr.expand(sizes).reshape({outer, indptr.size(-1)});
+}
+
+// Every indptr row starts at 0, never decreases and ends within `positions`:
+// on the CPU always, on CUDA in checked mode (one synchronisation).
+void check_indptr(const char* op, const at::Tensor& expanded, int64_t positions) {
+  if (!core::validates_indices(expanded.device()) || expanded.size(1) == 0) return;
+  const int64_t n = expanded.size(1);
+  TORCH_CHECK_INDEX(!expanded.select(1, 0).ne(0).any().item<bool>(), op,
+                    ": argument 'indptr' must start at 0");
+  TORCH_CHECK_INDEX(!at::lt(expanded.narrow(1, 1, n - 1), expanded.narrow(1, 0, n - 1)).any().item<bool>(),
+                    op, ": argument 'indptr' must not decrease");
+  const int64_t last = expanded.select(1, n - 1).max().item<int64_t>();
+  TORCH_CHECK_INDEX(last <= positions, op, ": argument 'indptr' ends at ", last,
+                    ", past the ", positions, " positions of src along dim");
+}
+
+template <typename Policy>
+at::Tensor empty_arg(const at::Tensor& out) {
+  return Policy::kHasArg ? at::empty(out.sizes(), out.options().dtype(at::kLong)) : at::Tensor();
+}
+
+c10::OperatorHandle find_op(const std::string& name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "");
+}
+
+}  // namespace
+
+void check_sorted(const char* op, const at::Tensor& index) {
+  if (!core::validates_indices(index.device()) || index.size(-1) < 2) return;
+  const int64_t n = index.size(-1);
+  TORCH_CHECK_INDEX(!at::lt(index.narrow(-1, 1, n - 1), index.narrow(-1, 0, n - 1)).any().item<bool>(),
+                    op, ": argument 'index' must be sorted along its last dimension");
+}
+
+at::Tensor rows_of_positions(const at::Tensor& expanded_indptr, int64_t E) {
+  const int64_t outer = expanded_indptr.size(0);
+  const int64_t N = std::max<int64_t>(expanded_indptr.size(1) - 1, 0);
+  const auto ends = expanded_indptr.narrow(1, 1, N).contiguous();
+  const auto positions = at::arange(E, expanded_indptr.options()).expand({outer, E}).contiguous();
+  // The number of segment ends at or before a position: the segment holding it.
+  const auto rows = at::searchsorted(ends, positions, /*out_int32=*/false, /*right=*/true);
+  return outer == 1 ? rows.view({E}) : rows;
+}
+
+template <typename Policy>
+SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
+  constexpr const char* op = kSegmentCsrName<Policy>;
+  SegmentCsr s;
+  s.dim = check_positions(op, "indptr", src, indptr);
+  const auto split = core::split_at(src.sizes(), s.dim);
+  s.outer = split.outer;
+  s.E = split.size;
+  s.inner = split.inner;
+  s.N = segment_count(indptr).expect_int();
+  s.src = src.contiguous();
+  s.expanded_indptr = expand_indptr(indptr, src, s.dim);
+  check_indptr(op, s.expanded_indptr, s.E);
+  bool shared = true;
+  for (int64_t d = 0; d < s.dim; ++d) shared = shared && (indptr.size(d) == 1 || src.size(d) == 1);
+  if (shared) s.indptr = indptr.reshape({indptr.size(-1)}).contiguous();
+  s.out = at::empty(core::sizes_with(src.sizes(), s.dim, s.N), src.options());
+  s.arg = empty_arg<Policy>(s.out);
+  return s;
+}
+
+template <typename Policy>
+void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&)) {
+  ScatterProblem p;
+  p.src = s.src;
+  const at::Tensor rows = rows_of_positions(s.expanded_indptr, s.E);
+  p.index_1d = rows.dim() == 1;
+  p.index = p.index_1d ? rows
+                       : rows.view({s.outer, s.E, 1}).expand({s.outer, s.E, s.inner}).contiguous();
+  p.outer = s.outer;
+  p.E = s.E;
+  p.inner = s.inner;
+  p.N = s.N + 1;
+  p.out = at::empty({s.outer, s.N + 1, s.inner}, s.out.options());
+  if (Policy::kHasArg) p.arg = at::empty(p.out.sizes(), s.arg.options());
+  kernel(p);
+  s.out.view({s.outer, s.N, s.inner}).copy_(p.out.narrow(1, 0, s.N));
+  if (Policy::kHasArg) s.arg.view({s.outer, s.N, s.inner}).copy_(p.arg.narrow(1, 0, s.N));
+}
+
+GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index) {
+  constexpr const char* op = "torchplug::gather_coo";
+  const int64_t dim = check_positions(op, "index", src, index);
+  GatherProblem g;
+  const auto split = core::split_at(src.sizes(), dim);
+  g.outer = split.outer;
+  g.N = split.size;
+  g.inner = split.inner;
+  g.E = index.size(-1);
+  g.src = src.contiguous();
+  bool shared = true;
+  for (int64_t d = 0; d < dim; ++d) shared = shared && (index.size(d) == 1 || src.size(d) == 1);
+  g.index_per_outer = !shared;
+  g.index = shared ? index.reshape({g.E}).contiguous()
+                   : expand_indptr(index, src, dim).contiguous();
+  if (core::validates_indices(src.device())) {
+    core::check_index_range(op, "index", core::index_bounds(g.index), g.N);
+  }
+  g.out = at::empty(core::sizes_with(src.sizes(), dim, g.E), src.options());
+  return g;
+}
+
+GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
+                              std::optional<int64_t> dim_size) {
+  constexpr const char* op = "torchplug::gather_csr";
+  const int64_t dim = check_positions(op, "indptr", src, indptr);
+  GatherProblem g;
+  const auto split = core::split_at(src.sizes(), dim);
+  g.outer = split.outer;
+  g.N = split.size;
+  g.inner = split.inner;
+  const int64_t segments = segment_count(indptr).expect_int();
+  TORCH_CHECK(g.N == segments, op, ": src has ", g.N, " slices along dim ", dim, " but indptr ",
+              segments, " segments");
+  const auto expanded = expand_indptr(indptr, src, dim);
+  if (dim_size) {
+    TORCH_CHECK(*dim_size >= 0, op, ": argument 'dim_size' must be non-negative, got ", *dim_size);
+    g.E = *dim_size;
+  } else {
+    g.E = indptr.numel() == 0 ? 0 : indptr.reshape({-1}).select(0, -1).item<int64_t>();
+  }
+  check_indptr(op, expanded, g.E);
+  g.index = rows_of_positions(expanded, g.E);
+  g.index_per_outer = g.index.dim() == 2;
+  g.src = src.contiguous();
+  g.out = at::empty(core::sizes_with(src.sizes(), dim, g.E), src.options());
+  return g;
+}
+
+template <typename Policy>
+Result<Policy> call_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
+  static auto op = find_op(std::string(kSegmentCsrName<Policy>))
+                       .template typed<Result<Policy>(const at::Tensor&, const at::Tensor&)>();
+  return op.call(src, indptr);
+}
+
+template <typename Policy>
+Result<Policy> call_segment_coo(const at::Tensor& src, const at::Tensor& index,
+                                std::optional<c10::SymInt> dim_size) {
+  static auto op = find_op(std::string(kSegmentCooName<Policy>))
+                       .template typed<Result<Policy>(const at::Tensor&, const at::Tensor&,
+                                                      std::optional<c10::SymInt>)>();
+  return op.call(src, index, std::move(dim_size));
+}
+
+template <typename Policy>
+InplaceResult<Policy> call_segment_coo_(const at::Tensor& out, const at::Tensor& src,
+                                        const at::Tensor& index) {
+  static auto op = find_op(std::string(kSegmentCooName<Policy>) + "_")
+                       .template typed<InplaceResult<Policy>(const at::Tensor&, const at::Tensor&,
+                                                             const at::Tensor&)>();
+  return op.call(out, src, index);
+}
+
+at::Tensor call_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
+                           std::optional<c10::SymInt> dim_size) {
+  static auto op = find_op("torchplug::gather_csr")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, std::optional<c10::SymInt>)>();
+  return op.call(src, indptr, std::move(dim_size));
+}
+
+at::Tensor call_gather_coo(const at::Tensor& src, const at::Tensor& index) {
+  static auto op =
+      find_op("torchplug::gather_coo").typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op.call(src, index);
+}
+
+#define TORCHPLUG_INSTANTIATE(name, Policy)                                                         \
+  template SegmentCsr plan_segment_csr<Policy>(const at::Tensor&, const at::Tensor&);               \
+  template void segment_csr_by_rows<Policy>(const SegmentCsr&, void (*)(const ScatterProblem&));    \
+  template Result<Policy> call_segment_csr<Policy>(const at::Tensor&, const at::Tensor&);           \
+  template Result<Policy> call_segment_coo<Policy>(const at::Tensor&, const at::Tensor&,            \
+                                                   std::optional<c10::SymInt>);                     \
+  template InplaceResult<Policy> call_segment_coo_<Policy>(const at::Tensor&, const at::Tensor&,    \
+                                                           const at::Tensor&);
+TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_INSTANTIATE)
+#undef TORCHPLUG_INSTANTIATE
+
+namespace {
+
+// ---- Meta kernels ----------------------------------------------------------------
+
+template <typename Policy>
+Result<Policy> segment_csr_meta(const at::Tensor& src, const at::Tensor& indptr) {
+  constexpr const char* op = kSegmentCsrName<Policy>;
+  const int64_t dim = check_positions(op, "indptr", src, indptr);
+  auto sizes = src.sym_sizes().vec();
+  sizes[dim] = segment_count(indptr);
+  auto out = at::empty_symint(sizes, src.options());
+  if constexpr (Policy::kHasArg) {
+    return {out, at::empty_symint(sizes, src.options().dtype(at::kLong))};
+  } else {
+    return out;
+  }
+}
+
+template <typename Policy>
+InplaceResult<Policy> segment_csr_inplace_meta(const at::Tensor& out, const at::Tensor& src,
+                                               const at::Tensor& indptr) {
+  constexpr const char* op = kSegmentCsrName<Policy>;
+  const int64_t dim = check_positions(op, "indptr", src, indptr);
+  check_out_shape(op, out, src, dim, segment_count(indptr));
+  if constexpr (Policy::kHasArg) return at::empty_symint(out.sym_sizes(), out.options().dtype(at::kLong));
+}
+
+at::Tensor gather_csr_meta(const at::Tensor& src, const at::Tensor& indptr,
+                           std::optional<c10::SymInt> dim_size) {
+  constexpr const char* op = "torchplug::gather_csr";
+  const int64_t dim = check_positions(op, "indptr", src, indptr);
+  TORCH_CHECK(dim_size.has_value(), op,
+              ": argument 'dim_size' is required on meta and fake tensors, where the output "
+              "size cannot be read off indptr");
+  auto sizes = src.sym_sizes().vec();
+  sizes[dim] = *dim_size;
+  return at::empty_symint(sizes, src.options());
+}
+
+at::Tensor gather_coo_meta(const at::Tensor& src, const at::Tensor& index) {
+  const int64_t dim = check_positions("torchplug::gather_coo", "index", src, index);
+  auto sizes = src.sym_sizes().vec();
+  sizes[dim] = index.sym_size(-1);
+  return at::empty_symint(sizes, src.options());
+}
+
+void gather_inplace_meta(const char* op, const char* arg, const at::Tensor& out, const at::Tensor& src,
+                         const at::Tensor& positions) {
+  const int64_t dim = check_positions(op, arg, src, positions);
+  check_out_shape(op, out, src, dim, out.sym_size(dim));
+}
+
+}  // namespace
+}  // namespace scatter_detail
+
+// ---- C++ API ---------------------------------------------------------------------
+
+namespace {
+
+template <typename Policy>
+scatter_detail::Result<Policy> segment_csr_api(const at::Tensor& src, const at::Tensor& indptr,
+                                               const std::optional<at::Tensor>& out) {
+  using namespace scatter_detail;
+  if (!out) return call_segment_csr<Policy>(src, indptr);
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow((std::string(kSegmentCsrName<Policy>) + "_").c_str(), "")
+                       .template typed<InplaceResult<Policy>(const at::Tensor&, const at::Tensor&,
+                                                             const at::Tensor&)>();
+  if constexpr (Policy::kHasArg) {
+    return {*out, op.call(*out, src, indptr)};
+  } else {
+    op.call(*out, src, indptr);
+    return *out;
+  }
+}
+
+template <typename Policy>
+scatter_detail::Result<Policy> segment_coo_api(const at::Tensor& src, const at::Tensor& index,
+                                               const std::optional<at::Tensor>& out,
+                                               std::optional<int64_t> dim_size) {
+  using namespace scatter_detail;
+  if (!out) {
+    std::optional<c10::SymInt> size;
+    if (dim_size) size = c10::SymInt(*dim_size);
+    return call_segment_coo<Policy>(src, index, std::move(size));
+  }
+  const int64_t d = index.dim() - 1;
+  if (dim_size && d >= 0 && out->dim() > d) {
+    TORCH_CHECK(*dim_size == out->size(d), kSegmentCooName<Policy>, ": argument 'dim_size' (",
+                *dim_size, ") disagrees with out.size(", d, ") (", out->size(d), ")");
+  }
+  if constexpr (Policy::kHasArg) {
+    return {*out, call_segment_coo_<Policy>(*out, src, index)};
+  } else {
+    call_segment_coo_<Policy>(*out, src, index);
+    return *out;
+  }
+}
+
+void call_gather_inplace(const char* name, const at::Tensor& out, const at::Tensor& src,
+                         const at::Tensor& positions) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<void(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  op.call(out, src, positions);
+}
+
+}  // namespace
+
+#define TORCHPLUG_SEGMENT_API(name, Policy)                                                        \
+  scatter_detail::Result<Policy> segment_##name##_csr(const at::Tensor& src,                       \
+                                                      const at::Tensor& indptr,                    \
+                                                      const std::optional<at::Tensor>& out) {      \
+    return segment_csr_api<Policy>(src, indptr, out);                                              \
+  }                                                                                                \
+  scatter_detail::Result<Policy> segment_##name##_coo(                                             \
+      const at::Tensor& src, const at::Tensor& index, const std::optional<at::Tensor>& out,        \
+      std::optional<int64_t> dim_size) {                                                           \
+    return segment_coo_api<Policy>(src, index, out, dim_size);                                     \
+  }
+TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_SEGMENT_API)
+#undef TORCHPLUG_SEGMENT_API
+
+at::Tensor segment_csr(const at::Tensor& src, const at::Tensor& indptr,
+                       const std::optional<at::Tensor>& out, std::string_view reduce) {
+  if (reduce == "sum" || reduce == "add") return segment_sum_csr(src, indptr, out);
+  if (reduce == "mean") return segment_mean_csr(src, indptr, out);
+  if (reduce == "mul") return segment_mul_csr(src, indptr, out);
+  if (reduce == "min") return std::get<0>(segment_min_csr(src, indptr, out));
+  if (reduce == "max") return std::get<0>(segment_max_csr(src, indptr, out));
+  TORCH_CHECK_VALUE(false, "torchplug::segment_csr: argument 'reduce' must be one of 'sum', 'add', "
+                    "'mean', 'mul', 'min', 'max', got '", reduce, "'");
+}
+
+at::Tensor segment_coo(const at::Tensor& src, const at::Tensor& index,
+                       const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size,
+                       std::string_view reduce) {
+  if (reduce == "sum" || reduce == "add") return segment_sum_coo(src, index, out, dim_size);
+  if (reduce == "mean") return segment_mean_coo(src, index, out, dim_size);
+  if (reduce == "mul") return segment_mul_coo(src, index, out, dim_size);
+  if (reduce == "min") return std::get<0>(segment_min_coo(src, index, out, dim_size));
+  if (reduce == "max") return std::get<0>(segment_max_coo(src, index, out, dim_size));
+  TORCH_CHECK_VALUE(false, "torchplug::segment_coo: argument 'reduce' must be one of 'sum', 'add', "
+                    "'mean', 'mul', 'min', 'max', got '", reduce, "'");
+}
+
+at::Tensor gather_csr(const at::Tensor& src, const at::Tensor& indptr,
+                      const std::optional<at::Tensor>& out) {
+  if (!out) return scatter_detail::call_gather_csr(src, indptr, std::nullopt);
+  call_gather_inplace("torchplug::gather_csr_", *out, src, indptr);
+  return *out;
+}
+
+at::Tensor gather_coo(const at::Tensor& src, const at::Tensor& index,
+                      const std::optional<at::Tensor>& out) {
+  if (!out) return scatter_detail::call_gather_coo(src, index);
+  call_gather_inplace("torchplug::gather_coo_", *out, src, index);
+  return *out;
+}
+
+}  // namespace torchplug
+
+namespace {
+
+template <typename Policy>
+void define_segments(torch::Library& m, const std::string& name) {
+  using torchplug::core::define;
+  const std::vector<c10::ScalarType> dtypes(torchplug::scatter_detail::kDtypes);
+  const std::string returns = Policy::kHasArg ? "(Tensor, Tensor)" : "Tensor";
+  const std::string inplace_returns = Policy::kHasArg ? "Tensor" : "()";
+  const std::string csr = "segment_" + name + "_csr";
+  const std::string coo = "segment_" + name + "_coo";
+  define(m, {csr + "(Tensor src, Tensor indptr) -> " + returns, "scatter", dtypes,
+             "Reduces (" + name + ") each segment indptr[i] .. indptr[i + 1] of src along indptr.dim() - 1."});
+  define(m, {csr + "_(Tensor(a!) out, Tensor src, Tensor indptr) -> " + inplace_returns, "scatter",
+             dtypes, "segment_" + name + "_csr written into out."});
+  define(m, {coo + "(Tensor src, Tensor index, SymInt? dim_size=None) -> " + returns, "scatter", dtypes,
+             "Reduces (" + name + ") the runs of a sorted index along index.dim() - 1."});
+  define(m, {coo + "_(Tensor(a!) out, Tensor src, Tensor index) -> " + inplace_returns, "scatter",
+             dtypes, "In-place segment_" + name + "_coo: reduces into out, whose values take part."});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(torchplug, m) {
+  using torchplug::core::define;
+  const std::vector<c10::ScalarType> dtypes(torchplug::scatter_detail::kDtypes);
+#define TORCHPLUG_DEFINE(name, Policy) define_segments<Policy>(m, #name);
+  TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_DEFINE)
+#undef TORCHPLUG_DEFINE
+  define(m, {"gather_csr(Tensor src, Tensor indptr, SymInt? dim_size=None) -> Tensor", "scatter", dtypes,
+             "Copies slice i of src to positions indptr[i] .. indptr[i + 1] along indptr.dim() - 1."});
+  define(m, {"gather_csr_(Tensor(a!) out, Tensor src, Tensor indptr) -> ()", "scatter", dtypes,
+             "gather_csr written into out."});
+  define(m, {"gather_coo(Tensor src, Tensor index) -> Tensor", "scatter", dtypes,
+             "Copies slice index[j] of src to position j along index.dim() - 1."});
+  define(m, {"gather_coo_(Tensor(a!) out, Tensor src, Tensor index) -> ()", "scatter", dtypes,
+             "gather_coo written into out."});
+}
+
+TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
+  using namespace torchplug::scatter_detail;
+#define TORCHPLUG_META(name, Policy)                                                               \
+  m.impl("segment_" #name "_csr", &segment_csr_meta<Policy>);                                     \
+  m.impl("segment_" #name "_csr_", &segment_csr_inplace_meta<Policy>);                            \
+  m.impl("segment_" #name "_coo", [](const at::Tensor& src, const at::Tensor& index,              \
+                                     std::optional<c10::SymInt> dim_size) {                       \
+    return meta<Policy>(kSegmentCooName<Policy>, src, index, index.dim() - 1, std::move(dim_size)); \
+  });                                                                                              \
+  m.impl("segment_" #name "_coo_", [](const at::Tensor& out, const at::Tensor& src,               \
+                                      const at::Tensor& index) {                                  \
+    return meta_inplace<Policy>(kSegmentCooName<Policy>, out, src, index, index.dim() - 1);        \
+  });
+  TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_META)
+#undef TORCHPLUG_META
+  m.impl("gather_csr", &gather_csr_meta);
+  m.impl("gather_coo", &gather_coo_meta);
+  m.impl("gather_csr_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
+    gather_inplace_meta("torchplug::gather_csr_", "indptr", out, src, indptr);
+  });
+  m.impl("gather_coo_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index) {
+    gather_inplace_meta("torchplug::gather_coo_", "index", out, src, index);
+  });
+}

@@ -1,0 +1,45 @@
+// Segment and gather on CUDA: segment_coo runs scatter's kernels (the index
+// plan finds a sorted index and takes no permutation); segment_csr hands a
+// shared indptr to the plan directly (scatter_cuda.cuh), and reduces over each
+// position's row when the outer slices have indptrs of their own.
+
+#include "cuda/gather.cuh"
+#include "segment_entries.h"
+
+namespace torchplug::scatter_detail {
+
+void gather_kernel_cuda(const GatherProblem& g) { launch_gather(g); }
+
+namespace {
+
+struct CudaKernels {
+  static void check(const char* op, const at::Tensor& src) { TORCHPLUG_CHECK_CUDA(op, src); }
+  template <typename Policy>
+  static void scatter(const ScatterProblem& p) {
+    scatter_kernel_cuda<Policy>(p);
+  }
+  template <typename Policy>
+  static void segment_csr(const SegmentCsr& s) {
+    if (!s.indptr.defined()) {
+      segment_csr_by_rows<Policy>(s, &scatter_kernel_cuda<Policy>);
+      return;
+    }
+    ScatterProblem p;
+    p.src = s.src;
+    p.outer = s.outer;
+    p.E = s.E;
+    p.inner = s.inner;
+    p.N = s.N;
+    p.out = s.out;
+    p.arg = s.arg;
+    segment_csr_kernel_cuda<Policy>(p, s.indptr);
+  }
+  static void gather(const GatherProblem& g) { launch_gather(g); }
+};
+
+}  // namespace
+}  // namespace torchplug::scatter_detail
+
+TORCH_LIBRARY_IMPL(torchplug, CUDA, m) {
+  torchplug::scatter_detail::SegmentEntries<torchplug::scatter_detail::CudaKernels>::register_all(m);
+}

@@ -1,0 +1,158 @@
+#pragma once
+
+// The entry points of segment and gather for one device, written once:
+// segment_cpu.cpp and segment_cuda.cu register them with their device's
+// kernels, a struct of
+//   check(op, src)                      the device check (TORCHPLUG_CHECK_CPU/CUDA)
+//   scatter<Policy>(ScatterProblem)     scatter's kernel (segment_coo's too)
+//   segment_csr<Policy>(SegmentCsr)     segment_csr's kernel
+//   gather(GatherProblem)               the gather kernel
+// Devices are checked first, so that a tensor on another device is reported
+// with both devices named; the device guard is taken before any planning,
+// which may read values on the device (checked mode, default sizes).
+
+#include "scatter_kernel.h"
+#include "torchplug/core/checks.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace torchplug::scatter_detail {
+
+inline int64_t coo_dim(const char* op, const at::Tensor& index) {
+  TORCH_CHECK(index.dim() >= 1, op, ": argument 'index' must have at least one dimension");
+  return index.dim() - 1;
+}
+
+template <typename Policy>
+Result<Policy> segment_results(const SegmentCsr& s) {
+  if constexpr (Policy::kHasArg) {
+    return {s.out, s.arg};
+  } else {
+    return s.out;
+  }
+}
+
+template <typename Kernels>
+struct SegmentEntries {
+  template <typename Policy>
+  static Result<Policy> segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
+    constexpr const char* op = kSegmentCsrName<Policy>;
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    const SegmentCsr s = plan_segment_csr<Policy>(src, indptr);
+    Kernels::template segment_csr<Policy>(s);
+    return segment_results<Policy>(s);
+  }
+
+  // out is overwritten (torch_scatter's segment_csr with out=).
+  template <typename Policy>
+  static InplaceResult<Policy> segment_csr_(const at::Tensor& out, const at::Tensor& src,
+                                            const at::Tensor& indptr) {
+    constexpr const char* op = kSegmentCsrName<Policy>;
+    core::check_same_device(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
+    core::check_no_overlap(op, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    const SegmentCsr s = plan_segment_csr<Policy>(src, indptr);
+    core::check_same_dtype(op, TORCHPLUG_ARG(out), TORCHPLUG_ARG(src));
+    TORCH_CHECK(out.sizes() == s.out.sizes(), op, ": argument 'out' of shape ", out.sizes(),
+                " does not match the expected ", s.out.sizes());
+    Kernels::template segment_csr<Policy>(s);
+    out.copy_(s.out);
+    if constexpr (Policy::kHasArg) return s.arg;
+  }
+
+  template <typename Policy>
+  static Result<Policy> segment_coo(const at::Tensor& src, const at::Tensor& index,
+                                    std::optional<c10::SymInt> dim_size) {
+    constexpr const char* op = kSegmentCooName<Policy>;
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    std::optional<int64_t> size;
+    if (dim_size) size = dim_size->expect_int();
+    const auto problem = plan<Policy>(src, index, coo_dim(op, index), size, op);
+    check_sorted(op, index);
+    Kernels::template scatter<Policy>(problem);
+    return results<Policy>(problem);
+  }
+
+  template <typename Policy>
+  static InplaceResult<Policy> segment_coo_(const at::Tensor& out, const at::Tensor& src,
+                                            const at::Tensor& index) {
+    constexpr const char* op = kSegmentCooName<Policy>;
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    const auto problem = plan_inplace<Policy>(out, src, index, coo_dim(op, index), op);
+    check_sorted(op, index);
+    Kernels::template scatter<Policy>(problem);
+    finish_inplace(problem, out);
+    if constexpr (Policy::kHasArg) return problem.arg;
+  }
+
+  static at::Tensor gather_csr(const at::Tensor& src, const at::Tensor& indptr,
+                               std::optional<c10::SymInt> dim_size) {
+    constexpr const char* op = "torchplug::gather_csr";
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    std::optional<int64_t> size;
+    if (dim_size) size = dim_size->expect_int();
+    const auto problem = plan_gather_csr(src, indptr, size);
+    Kernels::gather(problem);
+    return problem.out;
+  }
+
+  static at::Tensor gather_coo(const at::Tensor& src, const at::Tensor& index) {
+    constexpr const char* op = "torchplug::gather_coo";
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    const auto problem = plan_gather_coo(src, index);
+    Kernels::gather(problem);
+    return problem.out;
+  }
+
+  // The in-place gathers: out's size along dim is the number of positions.
+  static void gather_(const char* op, const at::Tensor& out, const at::Tensor& result) {
+    core::check_same_dtype(op, TORCHPLUG_ARG(out), TORCHPLUG_ARG(result));
+    TORCH_CHECK(out.sizes() == result.sizes(), op, ": argument 'out' of shape ", out.sizes(),
+                " does not match the expected ", result.sizes());
+    out.copy_(result);
+  }
+
+  static void gather_csr_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
+    constexpr const char* op = "torchplug::gather_csr_";
+    core::check_same_device(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
+    core::check_no_overlap(op, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
+    const int64_t dim = std::max<int64_t>(indptr.dim() - 1, 0);
+    TORCH_CHECK(out.dim() > dim, op, ": argument 'out' has ", out.dim(), " dimensions, too few for dim ", dim);
+    gather_(op, out, gather_csr(src, indptr, c10::SymInt(out.size(dim))));
+  }
+
+  static void gather_coo_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index) {
+    constexpr const char* op = "torchplug::gather_coo_";
+    core::check_same_device(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    core::check_no_overlap(op, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    gather_(op, out, gather_coo(src, index));
+  }
+
+  static void register_all(torch::Library& m) {
+#define TORCHPLUG_SEGMENT_IMPL(name, Policy)                                   \
+  m.impl("segment_" #name "_csr", &segment_csr<Policy>);                      \
+  m.impl("segment_" #name "_csr_", &segment_csr_<Policy>);                    \
+  m.impl("segment_" #name "_coo", &segment_coo<Policy>);                      \
+  m.impl("segment_" #name "_coo_", &segment_coo_<Policy>);
+    TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_SEGMENT_IMPL)
+#undef TORCHPLUG_SEGMENT_IMPL
+    m.impl("gather_csr", &gather_csr);
+    m.impl("gather_csr_", &gather_csr_);
+    m.impl("gather_coo", &gather_coo);
+    m.impl("gather_coo_", &gather_coo_);
+  }
+};
+
+}  // namespace torchplug::scatter_detail
