@@ -22,7 +22,8 @@ import torch
 from torch import Tensor
 
 import torchplug
-from scatter_reference import Reduced, assert_reduced_close, reduce_grad_reference, reduce_reference
+from scatter_reference import (Reduced, assert_reduced_close, broadcast_index, reduce_grad_reference,
+                               reduce_reference)
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INTS = (torch.int32, torch.int64)
@@ -59,7 +60,7 @@ class Sample:
 @dataclass
 class OpRow:
     name: str
-    kind: str  # "elementwise" or "scatter"
+    kind: str  # "elementwise", "scatter", "segment_csr", "segment_coo", "gather_csr" or "gather_coo"
     dtypes: tuple
     #: positions of the outputs autograd differentiates; of the int64 arg outputs
     differentiable: tuple = (0,)
@@ -84,59 +85,128 @@ class OpRow:
     def inplace_op(self):
         return getattr(torch.ops.torchplug, self.inplace).default
 
+    @property
+    def leaf_count(self) -> int:
+        """How many leading inputs are differentiable (add: a and b; else src)."""
+        return 2 if self.kind == "elementwise" else 1
+
+    @property
+    def out_differentiable(self) -> bool:
+        """Whether out='s initial value takes part and gets a gradient (the
+        ops that reduce into out); the others overwrite out, and their out=
+        form is not differentiable."""
+        return self.kind in ("scatter", "segment_coo")
+
     def call(self, sample: Sample, out: Optional[Tensor] = None) -> tuple:
         """The friendly function on `sample` (out= is `out`, else a fresh copy
         of the sample's); always a tuple of outputs."""
+        return self.call_with(sample.inputs[:self.leaf_count], sample,
+                              sample.fresh_out() if out is None else out)
+
+    def call_with(self, leaves, sample: Sample, out: Optional[Tensor] = None,
+                  fn: Optional[Callable] = None) -> tuple:
+        """`fn` (the friendly function by default, or e.g. its scripted form)
+        on `sample` with `leaves` in place of its leading inputs and out= `out`
+        (none unless given); always a tuple of outputs."""
+        fn = self.fn() if fn is None else fn
+        inputs = tuple(leaves) + tuple(sample.inputs[len(leaves):])
         if self.kind == "elementwise":
-            return (self.fn()(*sample.inputs),)
-        if out is None:
-            out = sample.fresh_out()
-        src, index = sample.inputs
-        result = self.fn()(src, index, sample.dim, out=out, dim_size=sample.dim_size)
+            result = fn(*inputs)
+        elif self.kind == "scatter":
+            result = fn(inputs[0], inputs[1], sample.dim, out, sample.dim_size)
+        elif self.kind == "segment_coo":
+            result = fn(inputs[0], inputs[1], out, sample.dim_size)
+        else:  # segment_csr, gather_csr, gather_coo
+            result = fn(inputs[0], inputs[1], out)
         return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
     def call_schema(self, sample: Sample, out: Optional[Tensor] = None) -> tuple:
         """The schema-level ops: the functional one without out=, the in-place
         one (returning out and, for ops with an arg, the arg it returns) with."""
-        if self.kind == "elementwise":
-            return (self.op()(*sample.inputs),)
-        src, index = sample.inputs
-        if sample.out is None:
-            result = self.op()(src, index, sample.dim, sample.dim_size)
+        if self.kind == "elementwise" or sample.out is None:
+            op, args = self.schema_args(sample)
+            result = op(*args)
             return tuple(result) if isinstance(result, (tuple, list)) else (result,)
         if out is None:
             out = sample.fresh_out()
-        result = self.inplace_op()(out, src, index, sample.dim)
+        op, args = self.schema_args(sample, out)
+        result = op(*args)
         if self.args:
             return (out, result)
         assert result is None, f"{self.inplace} returned {type(result)}"
         return (out,)
 
-    def call_generic(self, sample: Sample, out: Optional[Tensor] = None) -> Optional[tuple]:
-        """torchplug.scatter(reduce=row.reduce) (only the values, as for min/max);
-        None for ops it does not cover."""
+    def generic_fn(self) -> Optional[Callable]:
+        """The family's function by name with reduce= (torchplug.scatter,
+        segment_csr, segment_coo); None for ops without one."""
         if self.reduce is None:
+            return None
+        return {"scatter": torchplug.scatter, "segment_csr": torchplug.segment_csr,
+                "segment_coo": torchplug.segment_coo}[self.kind]
+
+    def call_generic(self, sample: Sample, out: Optional[Tensor] = None,
+                     fn: Optional[Callable] = None) -> Optional[tuple]:
+        """generic_fn (or `fn`, e.g. its scripted form) with reduce=row.reduce:
+        only the values, as for min/max; None for ops without one."""
+        fn = self.generic_fn() if fn is None else fn
+        if fn is None:
             return None
         if out is None:
             out = sample.fresh_out()
-        src, index = sample.inputs
-        return (torchplug.scatter(src, index, sample.dim, out, sample.dim_size, self.reduce),)
+        src, positions = sample.inputs
+        if self.kind == "segment_csr":
+            return (fn(src, positions, out, self.reduce),)
+        if self.kind == "segment_coo":
+            return (fn(src, positions, out, sample.dim_size, self.reduce),)
+        return (fn(src, positions, sample.dim, out, sample.dim_size, self.reduce),)
 
-    def schema_args(self, sample: Sample) -> tuple[object, tuple]:
-        """(op overload, args) of the schema call for opcheck."""
+    def sizes_from_data(self, op, args: tuple) -> bool:
+        """Whether the schema call `op(*args)` sizes its output by the values
+        of its index or indptr (no dim_size given)."""
+        sized = {"scatter": 3, "segment_coo": 2, "gather_csr": 2}.get(self.kind)
+        return op == self.op() and sized is not None and args[sized] is None
+
+    def schema_args(self, sample: Sample, out: Optional[Tensor] = None) -> tuple[object, tuple]:
+        """(op overload, args) of the schema call (for opcheck): the functional
+        schema, or for a sample with out= the in-place one (into `out`, else a
+        fresh copy of the sample's)."""
         if self.kind == "elementwise":
             return self.op(), sample.inputs
-        src, index = sample.inputs
+        src, positions = sample.inputs
         if sample.out is None:
-            return self.op(), (src, index, sample.dim, sample.dim_size)
-        return self.inplace_op(), (sample.fresh_out(), src, index, sample.dim)
+            extra = {"scatter": (sample.dim, sample.dim_size), "segment_coo": (sample.dim_size,),
+                     "gather_csr": (None,)}.get(self.kind, ())
+            return self.op(), (src, positions) + extra
+        out = sample.fresh_out() if out is None else out
+        extra = (sample.dim,) if self.kind == "scatter" else ()
+        return self.inplace_op(), (out, src, positions) + extra
 
     # ------------------------------------------------------------------ samples
+    def large_sample(self, dtype: torch.dtype, device, seed: int, E: int = 20000, F: int = 32,
+                     N: int = 500) -> Sample:
+        """A sample big enough for every CUDA strategy's parallel paths: E
+        positions of F values and N slots (add: a broadcast pair of E x F and F)."""
+        g = torch.Generator().manual_seed(seed)
+        if self.kind == "elementwise":
+            return Sample((values((E, F), dtype, None, g).to(device), values((F,), dtype, None, g).to(device)))
+        if self.kind in ("gather_csr", "gather_coo"):
+            src = values((N, F), dtype, None, g).to(device)
+            positions = _indptr(N, E, g) if self.kind == "gather_csr" else _index((E,), N, g)
+            return Sample((src, positions.to(device)), 0)
+        src = values((E, F), dtype, self.reduce, g).to(device)
+        if self.kind == "segment_csr":
+            return Sample((src, _indptr(N, E, g).to(device)), 0)
+        if self.kind == "segment_coo":
+            return Sample((src, _sorted_index((E,), N, g).to(device)), 0, N)
+        return Sample((src, torch.randint(0, N, (E,), generator=g).to(device)), 0, N)
+
     def samples(self, device: str, dtype: torch.dtype, seed: int = 0) -> list[Sample]:
         g = torch.Generator().manual_seed(seed)
         if self.kind == "elementwise":
             return add_samples(device, dtype, g)
-        return scatter_samples(self.reduce, device, dtype, g)
+        if self.kind == "scatter":
+            return scatter_samples(self.reduce, device, dtype, g)
+        return segment_samples(self.kind, self.reduce, device, dtype, g)
 
     def grad_samples(self, device: str, seed: int = 0) -> list[Sample]:
         """float64 samples for gradcheck: non-empty, distinct values (min/max
@@ -145,7 +215,9 @@ class OpRow:
         if self.kind == "elementwise":
             return [s for s in add_samples(device, torch.float64, g)
                     if all(t.dtype == torch.float64 for t in s.inputs)]
-        return scatter_grad_samples(self.reduce, device, g)
+        if self.kind == "scatter":
+            return scatter_grad_samples(self.reduce, device, g)
+        return segment_grad_samples(self.kind, self.reduce, device, g)
 
     # ------------------------------------------------------------------ reference
     def reference(self, sample: Sample):
@@ -153,15 +225,24 @@ class OpRow:
         if self.kind == "elementwise":
             a, b = sample.inputs
             return a + b
-        src, index = sample.inputs
-        return reduce_reference(src, index, sample.dim, self.reduce, sample.dim_size, sample.out)
+        src, positions = sample.inputs
+        if self.kind in ("gather_csr", "gather_coo"):
+            return gather_reference(self.kind, src, positions, sample.out)
+        if self.kind == "segment_csr":
+            rows, n = csr_rows(positions, src)
+            return reduce_reference(src, rows, rows.dim() - 1, self.reduce, n, None,
+                                    keep=broadcast_index(rows, src, rows.dim() - 1) < n)
+        if self.kind == "segment_coo":
+            return reduce_reference(src, positions, positions.dim() - 1, self.reduce, sample.dim_size,
+                                    sample.out)
+        return reduce_reference(src, positions, sample.dim, self.reduce, sample.dim_size, sample.out)
 
     def check(self, outputs: tuple, sample: Sample, context: str = "", values_only: bool = False) -> None:
         """The outputs of a call on `sample` against the reference, within
         the row's tolerance rule (scatter_reference.assert_reduced_close;
         add and every arg: exact)."""
         context = f"{self.name} {sample!r} {context}"
-        if self.kind == "elementwise":
+        if self.kind in ("elementwise", "gather_csr", "gather_coo"):
             assert_bitwise(outputs[0], self.reference(sample), context)
             return
         ref = self.reference(sample)
@@ -182,8 +263,26 @@ class OpRow:
         if self.kind == "elementwise":
             a, b = sample.inputs
             return (grad.sum_to_size(a.shape).to(a.dtype), grad.sum_to_size(b.shape).to(b.dtype))
-        src, index = sample.inputs
-        g_src, g_out = reduce_grad_reference(src, index, sample.dim, self.reduce, grad, sample.out,
+        src, positions = sample.inputs
+        if self.kind in ("gather_csr", "gather_coo"):
+            rows, _ = csr_rows(positions, src, grad.size(positions.dim() - 1)) if self.kind == "gather_csr" \
+                else (positions, None)
+            d = positions.dim() - 1
+            full = broadcast_index(rows, grad, d)
+            keep = (full >= 0) & (full < src.size(d))
+            g_src = torch.zeros(src.shape, dtype=torch.float64, device=src.device)
+            g_src.scatter_add_(d, full.clamp(0, max(src.size(d) - 1, 0)),
+                               torch.where(keep, grad.to(torch.float64), 0.0))
+            return (g_src,)
+        if self.kind == "segment_csr":
+            rows, n = csr_rows(positions, src)
+            d = rows.dim() - 1
+            pad = list(grad.shape)
+            pad[d] = 1
+            padded = torch.cat([grad, grad.new_zeros(pad)], d)
+            return (reduce_grad_reference(src, rows, d, self.reduce, padded, None, n + 1)[0],)
+        dim = positions.dim() - 1 if self.kind == "segment_coo" else sample.dim
+        g_src, g_out = reduce_grad_reference(src, positions, dim, self.reduce, grad, sample.out,
                                              sample.dim_size)
         return (g_src,) if g_out is None else (g_src, g_out)
 
@@ -292,6 +391,146 @@ def scatter_grad_samples(reduce: str, device: str, g: torch.Generator) -> list[S
     ]
 
 
+def csr_rows(indptr: Tensor, src: Tensor, positions: Optional[int] = None) -> tuple[Tensor, int]:
+    """(rows, N): the segment of each of `positions` (src.size(dim) by
+    default) by indptr ([..., N + 1], leading sizes src's or 1), N past the last
+    segment; rows is [src's leading sizes..., positions], on indptr's device."""
+    d = indptr.dim() - 1
+    n = max(indptr.size(-1) - 1, 0)
+    E = src.size(d) if positions is None else positions
+    lead = list(src.shape[:d])
+    flat = indptr.expand(lead + [indptr.size(-1)]).reshape(-1, indptr.size(-1)).cpu()
+    rows = []
+    for bounds in flat:
+        row = torch.repeat_interleave(torch.arange(n), bounds.diff()) if n > 0 else torch.zeros(0, dtype=torch.long)
+        rows.append(torch.cat([row, torch.full((E - row.numel(),), n)]))
+    return torch.stack(rows).view(lead + [E]).to(indptr.device), n
+
+
+def gather_reference(kind: str, src: Tensor, positions: Tensor, out: Optional[Tensor] = None) -> Tensor:
+    """gather_csr / gather_coo in plain PyTorch: each output position holds its
+    segment's (csr) or index value's (coo) slice of src, 0 where none."""
+    d = positions.dim() - 1
+    if kind == "gather_csr":
+        E = out.size(d) if out is not None else (int(positions.reshape(-1)[-1]) if positions.numel() else 0)
+        rows, n = csr_rows(positions, src, E)
+    else:
+        rows, n = positions, src.size(d)
+    shape = list(src.shape)
+    shape[d] = rows.size(-1)
+    full = rows
+    while full.dim() < src.dim():
+        full = full.unsqueeze(-1)
+    full = full.expand(shape)
+    pad = list(src.shape)
+    pad[d] = 1
+    padded = torch.cat([src, src.new_zeros(pad)], d)
+    return padded.gather(d, torch.where((full >= 0) & (full < n), full, n))
+
+
+def _indptr(segments: int, total: int, g: torch.Generator) -> Tensor:
+    """[segments + 1] from 0 to `total`, empty segments now and then."""
+    cuts = torch.randint(0, total + 1, (max(segments - 1, 0),), generator=g).sort().values
+    return torch.cat([torch.tensor([0]), cuts, torch.tensor([total])]) if segments > 0 else torch.tensor([0])
+
+
+def _sorted_index(shape, n: int, g: torch.Generator) -> Tensor:
+    return _index(shape, n, g).sort(dim=-1).values
+
+
+def segment_samples(kind: str, reduce: Optional[str], device: str, dtype: torch.dtype,
+                    g: torch.Generator) -> list[Sample]:
+    """The shape classes of the segment and gather ops: 1-D to 3-D, an indptr
+    or index shared by the leading dimensions (size 1) or one per slice,
+    positions past the last segment, empty segments and sources, a segment
+    longer than CUDA's long-row limit (1024), non-contiguous src, out=."""
+    v = lambda shape, ties=False: values(shape, dtype, reduce, g, ties).to(device)  # noqa: E731
+    to = lambda t: t.to(device)  # noqa: E731
+    long_indptr = to(torch.tensor([0, 5, 2500, 3000]))
+    if kind == "segment_csr":
+        return [
+            Sample((v((37,)), to(_indptr(9, 37, g))), desc="1-D"),
+            Sample((v((50, 7)), to(_indptr(11, 50, g))), desc="2-D"),
+            Sample((v((50, 7)), to(_indptr(11, 44, g))), desc="past the last segment"),
+            Sample((v((3, 40, 5)), to(_indptr(6, 40, g)).view(1, -1)), desc="3-D, indptr [1, N + 1]"),
+            Sample((v((3, 40, 2)), to(torch.stack([_indptr(6, t, g) for t in (40, 33, 40)]))),
+                   desc="indptr per slice [B, N + 1]"),
+            Sample((v((7, 50)).t(), to(_indptr(11, 50, g))), desc="non-contiguous"),
+            Sample((v((40, 3), ties=True), to(_indptr(6, 40, g))), desc="ties"),
+            Sample((v((3000, 2)), long_indptr), desc="long segment"),
+            Sample((v((50, 7)), to(_indptr(11, 50, g))), out=v((11, 7)), desc="out="),
+            Sample((v((0, 3)), to(torch.tensor([0, 0, 0]))), desc="empty src"),
+            Sample((v((5, 3)), to(torch.tensor([0]))), desc="no segments"),
+        ]
+    if kind == "segment_coo":
+        return [
+            Sample((v((37,)), to(_sorted_index((37,), 9, g))), desc="1-D"),
+            Sample((v((50, 7)), to(_sorted_index((50,), 11, g))), dim_size=13, desc="2-D dim_size"),
+            Sample((v((3, 40, 5)), to(_sorted_index((1, 40), 6, g))), desc="3-D, index [1, E]"),
+            Sample((v((3, 40, 2)), to(_sorted_index((3, 40), 6, g))), desc="index per slice [B, E]"),
+            Sample((v((7, 50)).t(), to(_sorted_index((50,), 11, g))), desc="non-contiguous"),
+            Sample((v((40, 3), ties=True), to(_sorted_index((40,), 6, g))), desc="ties"),
+            Sample((v((3000, 2)), to(torch.repeat_interleave(torch.arange(3), torch.tensor([5, 2495, 500])))),
+                   desc="long run"),
+            Sample((v((50, 7)), to(_sorted_index((50,), 11, g))), out=v((12, 7)), desc="out="),
+            Sample((v((0, 3)), to(_sorted_index((0,), 4, g))), dim_size=4, desc="empty src"),
+        ]
+    if kind == "gather_coo":
+        return [
+            Sample((v((9,)), to(_index((37,), 9, g))), desc="1-D"),
+            Sample((v((11, 7)), to(_index((50,), 11, g))), desc="2-D"),
+            Sample((v((3, 6, 5)), to(_index((1, 40), 6, g))), desc="3-D, index [1, E]"),
+            Sample((v((3, 6, 2)), to(_index((3, 40), 6, g))), desc="index per slice [B, E]"),
+            Sample((v((7, 11)).t(), to(_index((50,), 11, g))), desc="non-contiguous"),
+            Sample((v((11, 7)), to(_index((50,), 11, g))), out=v((50, 7)), desc="out="),
+            Sample((v((4, 3)), to(_index((0,), 4, g))), desc="empty index"),
+        ]
+    return [  # gather_csr
+        Sample((v((9,)), to(_indptr(9, 37, g))), desc="1-D"),
+        Sample((v((11, 7)), to(_indptr(11, 50, g))), desc="2-D"),
+        Sample((v((3, 6, 5)), to(_indptr(6, 40, g)).view(1, -1)), desc="3-D, indptr [1, N + 1]"),
+        Sample((v((3, 6, 2)), to(torch.stack([_indptr(6, t, g) for t in (33, 40, 40)]))),
+               desc="indptr per slice [B, N + 1]"),
+        Sample((v((7, 11)).t(), to(_indptr(11, 50, g))), desc="non-contiguous"),
+        Sample((v((3, 2)), long_indptr), desc="long segment"),
+        Sample((v((11, 7)), to(_indptr(11, 44, g))), out=v((50, 7)), desc="out= past the last segment"),
+        Sample((v((0, 3)), to(torch.tensor([0]))), desc="empty"),
+    ]
+
+
+def segment_grad_samples(kind: str, reduce: Optional[str], device: str, g: torch.Generator) -> list[Sample]:
+    """float64 samples for gradcheck (see OpRow.grad_samples)."""
+    f64 = torch.float64
+
+    def v(shape):
+        if reduce == "mul":
+            return values(shape, f64, reduce, g).to(device)
+        return torch.randn(shape, generator=g, dtype=f64).to(device)
+
+    to = lambda t: t.to(device)  # noqa: E731
+    if kind == "segment_csr":
+        return [
+            Sample((v((12, 3)), to(_indptr(5, 12, g))), desc="2-D"),
+            Sample((v((2, 10, 2)), to(torch.stack([_indptr(4, 10, g), _indptr(4, 8, g)]))), desc="per slice"),
+            Sample((v((12, 3)), to(_indptr(4, 10, g))), desc="past the last segment"),
+        ]
+    if kind == "segment_coo":
+        return [
+            Sample((v((12, 3)), to(_sorted_index((12,), 5, g))), dim_size=6, desc="2-D dim_size"),
+            Sample((v((2, 10, 2)), to(_sorted_index((2, 10), 4, g))), dim_size=4, desc="per slice"),
+            Sample((v((12, 3)), to(_sorted_index((12,), 5, g))), out=v((5, 3)), desc="out="),
+        ]
+    if kind == "gather_coo":
+        return [
+            Sample((v((5, 3)), to(_index((12,), 5, g))), desc="2-D"),
+            Sample((v((2, 4, 2)), to(_index((2, 10), 4, g))), desc="per slice"),
+        ]
+    return [  # gather_csr
+        Sample((v((5, 3)), to(_indptr(5, 12, g))), desc="2-D"),
+        Sample((v((2, 4, 2)), to(torch.stack([_indptr(4, 10, g), _indptr(4, 10, g)]))), desc="per slice"),
+    ]
+
+
 def add_samples(device: str, dtype: torch.dtype, g: torch.Generator) -> list[Sample]:
     """add: broadcasting, 0-d, empty, non-contiguous and mixed-dtype operands."""
     def v(shape, dt=dtype):
@@ -318,6 +557,13 @@ ROWS: list[OpRow] = [
     OpRow("scatter_min", "scatter", SCATTER_DTYPES, reduce="min", inplace="scatter_min_", args=(1,)),
     OpRow("scatter_max", "scatter", SCATTER_DTYPES, reduce="max", inplace="scatter_max_", args=(1,)),
     OpRow("scatter_mul", "scatter", SCATTER_DTYPES, reduce="mul", inplace="scatter_mul_"),
+] + [
+    OpRow(f"segment_{reduce}_{form}", f"segment_{form}", SCATTER_DTYPES, reduce=reduce,
+          inplace=f"segment_{reduce}_{form}_", args=(1,) if reduce in ("min", "max") else ())
+    for form in ("csr", "coo") for reduce in ("sum", "mean", "mul", "min", "max")
+] + [
+    OpRow("gather_csr", "gather_csr", SCATTER_DTYPES, inplace="gather_csr_"),
+    OpRow("gather_coo", "gather_coo", SCATTER_DTYPES, inplace="gather_coo_"),
 ]
 
 BY_NAME = {row.name: row for row in ROWS}

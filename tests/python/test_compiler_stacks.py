@@ -213,8 +213,7 @@ def table_opcheck_calls(row: OpRow, device: str) -> list[tuple]:
     for sample in row.samples(device, torch.float32, seed=12):
         calls.append(row.schema_args(sample))
     for sample in row.grad_samples(device, seed=13):
-        grads = 2 if row.kind == "elementwise" else 1
-        inputs = tuple(t.detach().clone().requires_grad_() if i < grads else t
+        inputs = tuple(t.detach().clone().requires_grad_() if i < row.leaf_count else t
                        for i, t in enumerate(sample.inputs))
         calls.append(row.schema_args(Sample(inputs, sample.dim, sample.dim_size, sample.out, sample.desc)))
     return calls
@@ -235,8 +234,7 @@ def test_opcheck_table(row: OpRow, test_util: str, device: str) -> None:
     """opcheck over the op table's samples: the functional schema, and the
     in-place schema for the samples with out=."""
     for op, args in table_opcheck_calls(row, device):
-        if test_util == "test_aot_dispatch_static" and row.kind == "scatter" and len(args) == 4 \
-                and args[3] is None:
+        if test_util == "test_aot_dispatch_static" and row.sizes_from_data(op, args):
             continue  # a static graph cannot hold a size read off the index (the dynamic one does)
         result = opcheck(op, args, test_utils=test_util)
         assert result[test_util] == "SUCCESS", (op, args, result)
@@ -247,22 +245,15 @@ def test_script_table(row: OpRow, device: str, assert_same_result) -> None:
     """The friendly function scripted (and torchplug.scatter(reduce=) for the
     scatter rows) gives the eager results on every sample of the row."""
     scripted = torch.jit.script(row.fn())
-    generic = torch.jit.script(torchplug.scatter) if row.reduce else None
+    generic = torch.jit.script(row.generic_fn()) if row.generic_fn() else None
     for sample in row.samples(device, torch.float32, seed=14):
         want = row.call(sample)
-        if row.kind == "elementwise":
-            got = scripted(*sample.inputs)
-        else:
-            src, index = sample.inputs
-            got = scripted(src, index, sample.dim, sample.fresh_out(), sample.dim_size)
-        got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+        got = row.call_with(sample.inputs[:row.leaf_count], sample, sample.fresh_out(), fn=scripted)
         assert len(got) == len(want), sample
         for g, w in zip(got, want):
             assert_same_result(g, w)
         if generic is not None:
-            src, index = sample.inputs
-            assert_same_result(generic(src, index, sample.dim, sample.fresh_out(), sample.dim_size, row.reduce),
-                               want[0])
+            assert_same_result(row.call_generic(sample, fn=generic)[0], want[0])
 
 
 # --------------------------------------------------------------------------- torch.compile
@@ -381,11 +372,7 @@ def _table_loss(row: OpRow, sample: Sample, weights: Tensor):
     differentiable output 0, for compiling."""
 
     def fn(*tensors: Tensor):
-        if row.kind == "elementwise":
-            outputs = (row.fn()(*tensors),)
-        else:
-            result = row.fn()(tensors[0], sample.inputs[1], sample.dim, dim_size=sample.dim_size)
-            outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        outputs = row.call_with(tensors, sample)
         return outputs + ((outputs[0] * weights).sum(),)
 
     return fn
@@ -400,7 +387,7 @@ def test_compile_table(row: OpRow, backend: str, device: str) -> None:
     for sample in row.grad_samples(device, seed=15)[:3]:
         if sample.out is not None:
             continue
-        leaves = sample.inputs[:2] if row.kind == "elementwise" else sample.inputs[:1]
+        leaves = sample.inputs[:row.leaf_count]
         want_out = row.call(sample)
         weights = torch.randn(want_out[0].shape, dtype=want_out[0].dtype, device=device)
         fn = _table_loss(row, sample, weights)

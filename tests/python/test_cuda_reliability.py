@@ -192,13 +192,8 @@ def test_checked_mode_from_environment(row: OpRow, value: str, expected: str) ->
 
 def _large_sample(row: OpRow, dtype: torch.dtype, device, seed: int, E: int = 20000, F: int = 32,
                   N: int = 500) -> Sample:
-    """A sample big enough for every CUDA strategy's parallel paths (add: a
-    broadcast pair of E x F and F)."""
-    g = torch.Generator().manual_seed(seed)
-    if row.kind == "elementwise":
-        return Sample((values((E, F), dtype, None, g).to(device), values((F,), dtype, None, g).to(device)))
-    src = values((E, F), dtype, row.reduce, g).to(device)
-    return Sample((src, torch.randint(0, N, (E,), generator=g).to(device)), 0, N)
+    """OpRow.large_sample: big enough for every CUDA strategy's parallel paths."""
+    return row.large_sample(dtype, device, seed, E, F, N)
 
 
 def _moved(sample: Sample, device) -> Sample:

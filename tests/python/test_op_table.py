@@ -58,21 +58,16 @@ def test_gradcheck(row: OpRow, device: str) -> None:
 def _differentiable_call(row: OpRow, sample: Sample):
     """(inputs, f) where f(*inputs) returns the row's differentiable outputs:
     for out= the initial value is a leaf that f clones before the call."""
-    if row.kind == "elementwise":
-        a, b = (t.detach().clone().requires_grad_() for t in sample.inputs)
-        return (a, b), lambda a, b: row.fn()(a, b)
-    src, index = sample.inputs
-    src = src.detach().clone().requires_grad_()
+    leaves = tuple(t.detach().clone().requires_grad_() for t in sample.inputs[:row.leaf_count])
     keep = row.differentiable
 
-    def pick(results):
-        results = tuple(results) if isinstance(results, (tuple, list)) else (results,)
+    def pick(results: tuple) -> tuple:
         return tuple(results[i] for i in keep)
 
     if sample.out is None:
-        return (src,), lambda s: pick(row.fn()(s, index, sample.dim, dim_size=sample.dim_size))
+        return leaves, lambda *xs: pick(row.call_with(xs, sample))
     init = sample.out.detach().clone().requires_grad_()
-    return (src, init), lambda s, o: pick(row.fn()(s, index, sample.dim, out=o.clone()))
+    return leaves + (init,), lambda *xs: pick(row.call_with(xs[:-1], sample, out=xs[-1].clone()))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
@@ -86,17 +81,15 @@ def test_grad_matches_reference(row: OpRow, dtype: torch.dtype, device: str) -> 
             continue
         if row.kind == "elementwise" and any(t.dtype != dtype for t in sample.inputs):
             continue
-        leaves = [t.detach().clone().requires_grad_() for t in sample.inputs[:2 if row.kind == "elementwise" else 1]]
-        if row.kind == "elementwise":
-            result = row.fn()(*leaves)
+        if sample.out is not None and not row.out_differentiable:
+            continue
+        leaves = [t.detach().clone().requires_grad_() for t in sample.inputs[:row.leaf_count]]
+        if sample.out is not None:
+            init = sample.out.detach().clone().requires_grad_()
+            result = row.call_with(leaves, sample, out=init * 1)[0]
+            leaves.append(init)
         else:
-            src, index = leaves[0], sample.inputs[1]
-            if sample.out is not None:
-                leaves.append(sample.out.detach().clone().requires_grad_())
-                result = row.fn()(src, index, sample.dim, out=leaves[1] * 1)
-            else:
-                result = row.fn()(src, index, sample.dim, dim_size=sample.dim_size)
-            result = result[0] if isinstance(result, tuple) else result
+            result = row.call_with(leaves, sample)[0]
         g = torch.randn(result.shape, dtype=torch.float64).to(dtype).to(device)
         got = torch.autograd.grad(result, leaves, g, allow_unused=True)
         want = row.grad_reference(sample, g)

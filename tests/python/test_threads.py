@@ -154,7 +154,9 @@ def _scatter_samples(reduce: str, seed: int, device: str) -> list[Sample]:
 def _row_samples(row: OpRow, seed: int, device: str) -> list[Sample]:
     if row.kind == "elementwise":
         return _add_samples(seed, device)
-    return _scatter_samples(row.reduce, seed, device)
+    if row.kind == "scatter":
+        return _scatter_samples(row.reduce, seed, device)
+    return row.samples(device, torch.float32, seed) + [row.large_sample(torch.float32, device, seed)]
 
 
 def _row_work(row: OpRow):
@@ -394,17 +396,20 @@ def _backward_inputs(row: OpRow, seed: int, device: str) -> dict:
     if row.kind == "elementwise":
         sample = Sample((_randn((E, F), torch.float64, g, device), _randn((F,), torch.float64, g, device)))
         return dict(sample=sample, grad=_randn((E, F), torch.float64, g, device))
-    src = values((E, F), torch.float64, row.reduce, g).to(device)
-    sample = Sample((src, _randint(0, N_FEW, (E,), g, device)), 0, N_FEW)
-    return dict(sample=sample, grad=_randn((N_FEW, F), torch.float64, g, device))
+    if row.kind == "scatter":
+        src = values((E, F), torch.float64, row.reduce, g).to(device)
+        sample = Sample((src, _randint(0, N_FEW, (E,), g, device)), 0, N_FEW)
+        return dict(sample=sample, grad=_randn((N_FEW, F), torch.float64, g, device))
+    sample = row.large_sample(torch.float64, device, seed, E=E, F=F, N=N_FEW)
+    shape = row.call(sample)[0].shape
+    return dict(sample=sample, grad=_randn(shape, torch.float64, g, device))
 
 
 def _backward_work(row: OpRow):
     def work(x: dict) -> tuple:
         sample = x["sample"]
-        count = 2 if row.kind == "elementwise" else 1
-        leaves = [t.detach().clone().requires_grad_() for t in sample.inputs[:count]]
-        result = row.call(Sample(tuple(leaves) + sample.inputs[count:], sample.dim, sample.dim_size))
+        leaves = [t.detach().clone().requires_grad_() for t in sample.inputs[:row.leaf_count]]
+        result = row.call_with(leaves, sample)
         return tuple(torch.autograd.grad(result[0], leaves, x["grad"]))
     return work
 
