@@ -1,5 +1,5 @@
 """A short CUDA workload for compute-sanitizer (``scripts/gpu_check.sh OUT sanitize``):
-every kernel path of every op once, each scatter reduction and the
+every kernel path of every op once, each scatter and segment reduction and the
 deterministic mode included, out-of-range indices and backward too. Its
 scatters are small, so they take the atomic rows; the sanitize step runs it
 again with TORCHPLUG_SCATTER_ATOMIC_LIMIT=0 for the CSR kernels. Not a test:
@@ -50,6 +50,40 @@ def scatter_paths(reduce: str, dtypes: tuple, widths: tuple) -> None:
     torchplug.scatter(src, index, 0, dim_size=50, reduce=reduce).sum().backward()
 
 
+def segment_paths(reduce: str) -> None:
+    """segment_csr over a shared indptr (the plan's indptr mode: short
+    segments, one past the long-row limit, positions past the last segment,
+    a malformed indptr outside checked mode) and per slice; segment_coo; the
+    gathers; backward."""
+    torch.manual_seed(1)
+    E = 6000
+    lengths = torch.tensor([0, 3, 2500, 7, 0, 1200, 1])
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]).cuda()
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        for F in (1, 16, 64):
+            src = (torch.randn(E, F, device="cuda") * 10).to(dtype)
+            torchplug.segment_csr(src, indptr, reduce=reduce)
+            torchplug.segment_csr(src, torch.tensor([0, 5, 3, E + 100, 40], device="cuda"), reduce=reduce)
+            if F > 1:  # along the last dim: indptr shared by the rows, or one per row
+                rows = src.t().contiguous()[:2]
+                torchplug.segment_csr(rows, indptr.view(1, -1), reduce=reduce)
+                torchplug.segment_csr(rows, torch.stack([indptr, indptr.flip(0).neg() + indptr[-1]]),
+                                      reduce=reduce)
+            index = torch.repeat_interleave(torch.arange(7, device="cuda"), lengths.cuda())
+            torchplug.segment_coo(src[: index.numel()], index, dim_size=9, reduce=reduce)
+            out = torch.zeros(9, F, device="cuda", dtype=dtype)
+            torchplug.segment_coo(src[: index.numel()], index, out=out, reduce=reduce)
+            if reduce == "sum":
+                small = src[:7]
+                torchplug.gather_csr(small, indptr)
+                torchplug.gather_coo(small, torch.randint(-1, 8, (E,), device="cuda"))
+                if F > 1:
+                    torchplug.gather_coo(src.t().contiguous()[:2, :7], torch.randint(0, 7, (2, E), device="cuda"))
+    src = torch.randn(E, 8, device="cuda", dtype=torch.float64, requires_grad=True)
+    torchplug.segment_csr(src, indptr, reduce=reduce).sum().backward()
+    torchplug.gather_csr(src[:7], indptr).sum().backward()
+
+
 def add_paths() -> None:
     for shape in ((1000003,), (7, 1001), (3, 1, 5)):
         a = torch.randn(shape, device="cuda")
@@ -63,9 +97,12 @@ if __name__ == "__main__":
     for reduce in REDUCTIONS[1:]:
         scatter_paths(reduce, (torch.float32, torch.bfloat16, torch.int64), (1, 16, 64))
     add_paths()
+    for reduce in REDUCTIONS:
+        segment_paths(reduce)
     # The ordered segments of deterministic mode (floating types only), backward included.
     torch.use_deterministic_algorithms(True)
     for reduce in REDUCTIONS:
         scatter_paths(reduce, (torch.float32, torch.bfloat16), (1, 16))
+        segment_paths(reduce)
     torch.cuda.synchronize()
     print("workload done")

@@ -23,6 +23,11 @@ if importlib.util.find_spec("torch_scatter") is not None:
 _RANDOM = {"torchplug", *_BASELINES}
 _SORTED = {*_RANDOM, "segment_reduce"}
 _ADD = {"torchplug", "torch.add"}
+_SEGMENT = {"torchplug", "segment_reduce lengths", "segment_reduce offsets"}
+_GATHER = {"torchplug", "index_select", "repeat_interleave"}
+if importlib.util.find_spec("torch_scatter") is not None:
+    _SEGMENT.add("torch_scatter")
+    _GATHER.add("torch_scatter")
 
 
 def _bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
@@ -68,11 +73,22 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
         + [("sum", 16, "sorted")]
     )
     assert [w["op"] for w in workloads].count("add") == 1
+    segment = [w["params"] for w in workloads if w["op"] == "segment"]
+    assert sorted((p["kind"], p["reduce"], p["F"]) for p in segment) == sorted(
+        [("segment_csr", r, f) for r in ("sum", "mean", "max") for f in (16, 64)]
+        + [("segment_coo", "sum", 16), ("gather_csr", "sum", 16), ("gather_coo", "sum", 16)]
+    )
 
     for workload in workloads:
         names = {c["name"] for c in workload["candidates"]}
         if workload["op"] == "add":
             assert names == _ADD
+        elif workload["op"] == "segment":
+            params = workload["params"]
+            if params["kind"].startswith("gather"):
+                assert names == _GATHER
+            else:
+                assert names == _SEGMENT | {"index_add_" if params["reduce"] == "sum" else "index_reduce_"}
         elif workload["params"]["reduce"] != "sum":
             assert names == {"torchplug", *_OTHER_BASELINES}
         else:

@@ -16,7 +16,7 @@ from torch import Tensor
 
 import torchplug
 
-from .workloads import AddWorkload, ScatterWorkload, Workload
+from .workloads import AddWorkload, ScatterWorkload, SegmentWorkload, Workload
 
 try:
     import torch_scatter
@@ -155,6 +155,82 @@ def _scatter_lineup(workload: ScatterWorkload, device: torch.device) -> Lineup:
     return Lineup(tuple(candidates), reference="index_add_" if reduce == "sum" else "scatter_reduce_")
 
 
+def _segment_lineup(workload: SegmentWorkload, device: torch.device) -> Lineup:
+    """segment_<reduce>_csr/coo against torch.segment_reduce (lengths or
+    offsets given) and index_reduce_/index_add_; gather_csr/coo against
+    repeat_interleave and index_select; scatter_sum forward plus backward
+    against scatter_add and index_add through autograd; torch_scatter when
+    installed."""
+    x = workload.make_inputs(device)
+    src, index, indptr, lengths, n, reduce = x.src, x.index, x.indptr, x.lengths, workload.n, workload.reduce
+    e = workload.e
+    kind = workload.kind
+    candidates: list[Candidate] = []
+    if kind in ("segment_csr", "segment_coo"):
+        def ours() -> Tensor:
+            if kind == "segment_csr":
+                result = getattr(torchplug, f"segment_{reduce}_csr")(src, indptr)
+            else:
+                result = getattr(torchplug, f"segment_{reduce}_coo")(src, index, dim_size=n)
+            return result[0] if isinstance(result, tuple) else result
+
+        candidates.append(Candidate(TORCHPLUG, ours))
+        if device.type == "cuda":
+            candidates.append(Candidate(CHECKED, _checked(ours), "checked mode: indptr or index validated first"))
+        candidates.append(Candidate("segment_reduce lengths",
+                                    lambda: torch.segment_reduce(src, reduce, lengths=lengths, axis=0), _LENGTHS))
+        candidates.append(Candidate("segment_reduce offsets",
+                                    lambda: torch.segment_reduce(src, reduce, offsets=indptr, axis=0),
+                                    "indptr as offsets"))
+        if reduce == "sum":
+            candidates.append(Candidate("index_add_", lambda: src.new_zeros(n, workload.f).index_add_(0, index, src)))
+        else:
+            native = _NATIVE[reduce]
+            candidates.append(Candidate(
+                "index_reduce_",
+                lambda: src.new_zeros(n, workload.f).index_reduce_(0, index, src, native, include_self=False)))
+        if torch_scatter is not None:
+            if kind == "segment_csr":
+                candidates.append(Candidate("torch_scatter",
+                                            lambda: torch_scatter.segment_csr(src, indptr, reduce=reduce)))
+            else:
+                candidates.append(Candidate("torch_scatter",
+                                            lambda: torch_scatter.segment_coo(src, index, dim_size=n, reduce=reduce)))
+        return Lineup(tuple(candidates), reference="segment_reduce lengths")
+    if kind in ("gather_csr", "gather_coo"):
+        if kind == "gather_csr":
+            candidates.append(Candidate(TORCHPLUG, lambda: torchplug.gather_csr(src, indptr)))
+        else:
+            candidates.append(Candidate(TORCHPLUG, lambda: torchplug.gather_coo(src, index)))
+        candidates += [
+            Candidate("index_select", lambda: src.index_select(0, index), "index prebuilt"),
+            Candidate("repeat_interleave", lambda: src.repeat_interleave(lengths, dim=0, output_size=e), _LENGTHS),
+        ]
+        if torch_scatter is not None:
+            if kind == "gather_csr":
+                candidates.append(Candidate("torch_scatter", lambda: torch_scatter.gather_csr(src, indptr)))
+            else:
+                candidates.append(Candidate("torch_scatter", lambda: torch_scatter.gather_coo(src, index)))
+        return Lineup(tuple(candidates), reference="index_select")
+    # scatter_sum forward plus backward: the src gradient of sum(out * grad_out).
+    leaf = src.detach().requires_grad_()
+    grad_out = torch.randn(n, workload.f, device=device, dtype=src.dtype)
+    expanded = index.view(-1, 1).expand_as(src)
+
+    def backward_of(forward: Callable[[], Tensor]) -> Callable[[], Tensor]:
+        def run() -> Tensor:
+            return torch.autograd.grad(forward(), leaf, grad_out)[0]
+        return run
+
+    candidates += [
+        Candidate(TORCHPLUG, backward_of(lambda: torchplug.scatter_sum(leaf, index, 0, dim_size=n))),
+        Candidate("scatter_add", backward_of(lambda: src.new_zeros(n, workload.f).scatter_add(0, expanded, leaf)),
+                  _EXPANDED),
+        Candidate("index_add", backward_of(lambda: src.new_zeros(n, workload.f).index_add(0, index, leaf))),
+    ]
+    return Lineup(tuple(candidates), reference="index_add")
+
+
 def _add_lineup(workload: AddWorkload, device: torch.device) -> Lineup:
     """torchplug.add against torch.add."""
     x = workload.make_inputs(device)
@@ -172,4 +248,6 @@ def lineup(workload: Workload, device: torch.device) -> Lineup:
     torch.manual_seed(0)
     if isinstance(workload, ScatterWorkload):
         return _scatter_lineup(workload, device)
+    if isinstance(workload, SegmentWorkload):
+        return _segment_lineup(workload, device)
     return _add_lineup(workload, device)

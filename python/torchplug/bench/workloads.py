@@ -107,6 +107,85 @@ class ScatterWorkload:
 
 
 @dataclass(frozen=True)
+class SegmentInputs:
+    """``src [E, F]`` (``[N, F]`` for a gather), the sorted ``index [E]``
+    (every segment non-empty), its ``indptr [N + 1]`` and segment ``lengths [N]``."""
+
+    src: Tensor
+    index: Tensor
+    indptr: Tensor
+    lengths: Tensor
+
+
+@dataclass(frozen=True)
+class SegmentWorkload:
+    """``kind``: ``segment_csr``/``segment_coo`` (``E x F`` sorted rows
+    reduced into ``N`` segments), ``gather_csr``/``gather_coo`` (``N x F``
+    rows copied out to their ``E`` positions), or ``scatter_backward``
+    (scatter_sum forward plus backward with a random index). ``split``:
+    ``uniform`` (segments of about E / N), ``skewed`` (power-law: a few
+    segments hold most of E). Every segment holds at least one row, so that
+    ``torch.segment_reduce`` (NaN or -inf for an empty one) is comparable."""
+
+    op: ClassVar[str] = "segment"
+    kind: str
+    e: int
+    f: int
+    n: int
+    reduce: str = "sum"
+    split: str = "uniform"
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def name(self) -> str:
+        """Table label, e.g. ``segment_sum_csr E=10M F=64 N=1M uniform float32``."""
+        op = {"segment_csr": f"segment_{self.reduce}_csr", "segment_coo": f"segment_{self.reduce}_coo",
+              "scatter_backward": "scatter_sum fw+bw"}.get(self.kind, self.kind)
+        split = "random" if self.kind == "scatter_backward" else self.split
+        return f"{op} E={count_label(self.e)} F={self.f} N={count_label(self.n)} {split} {dtype_label(self.dtype)}"
+
+    @property
+    def terms_per_output(self) -> float:
+        """The largest segment's length bounds the tolerance (a power-law
+        split's largest is about E / ln N)."""
+        if self.split == "skewed":
+            return max(1.0, self.e / math.log(self.n))
+        return max(1.0, self.e / self.n)
+
+    def min_bytes(self) -> int:
+        """Each side once: the rows read and written, the index (coo: 8 E) or
+        indptr (csr: 8 N), min and max's int64 arg; forward plus backward reads
+        and writes E x F twice more (the gradient out, the src gradient)."""
+        rows = self.dtype.itemsize * (self.e + self.n) * self.f
+        positions = 8 * (self.e if self.kind.endswith("coo") else self.n)
+        arg = 8 * self.n * self.f if self.reduce in ("min", "max") else 0
+        if self.kind == "scatter_backward":
+            return 2 * rows + 16 * self.e
+        return rows + positions + arg
+
+    def params(self) -> dict[str, object]:
+        """The sizes, for the JSON record."""
+        return {"kind": self.kind, "E": self.e, "F": self.f, "N": self.n, "reduce": self.reduce,
+                "split": self.split, "dtype": dtype_label(self.dtype)}
+
+    def make_inputs(self, device: torch.device) -> SegmentInputs:
+        """Random rows and a sorted index naming every segment at least once."""
+        if self.split == "skewed":  # log-uniform over [1, N]: density about 1 / x
+            u = torch.rand(self.e - self.n, device=device, dtype=torch.float64)
+            extra = (torch.pow(float(self.n), u).long() - 1).clamp_(0, self.n - 1)
+        else:
+            extra = torch.randint(0, self.n, (self.e - self.n,), device=device)
+        index = torch.cat([torch.arange(self.n, device=device), extra]).sort().values
+        lengths = torch.bincount(index, minlength=self.n)
+        indptr = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+        if self.kind == "scatter_backward":
+            index = index[torch.randperm(self.e, device=device)]
+        rows = self.n if self.kind.startswith("gather") else self.e
+        src = torch.randn(rows, self.f, device=device, dtype=self.dtype)
+        return SegmentInputs(src, index, indptr, lengths)
+
+
+@dataclass(frozen=True)
 class AddInputs:
     """Two operands of the same shape."""
 
@@ -143,7 +222,7 @@ class AddWorkload:
         return AddInputs(a, b)
 
 
-Workload = ScatterWorkload | AddWorkload
+Workload = ScatterWorkload | SegmentWorkload | AddWorkload
 
 REDUCTIONS = ("sum", "mean", "mul", "min", "max")
 
@@ -177,6 +256,15 @@ def _gpu_profile() -> Profile:
             *(ScatterWorkload(10 * m, 64, m, sorted_index=True, reduce=r) for r in ("mean", "max")),
             *(ScatterWorkload(200_000, 256, 1000, reduce=r, last_dim=True) for r in ("sum", "max")),
             *(ScatterWorkload(10 * m, 64, m, reduce=r, skew=True) for r in ("sum", "max")),
+            *(SegmentWorkload(kind, 10 * m, f, m, reduce=r)
+              for kind in ("segment_csr", "segment_coo") for r in ("sum", "mean") for f in (16, 64, 256)),
+            *(SegmentWorkload(kind, 10 * m, 64, m, reduce=r)
+              for kind in ("segment_csr", "segment_coo") for r in ("min", "max")),
+            *(SegmentWorkload("segment_csr", 10 * m, 64, 10_000, reduce=r) for r in ("sum", "max")),
+            *(SegmentWorkload(kind, 10 * m, 64, m, reduce=r, split="skewed")
+              for kind in ("segment_csr", "segment_coo") for r in ("sum", "max")),
+            *(SegmentWorkload(kind, 10 * m, 64, m) for kind in ("gather_csr", "gather_coo")),
+            SegmentWorkload("scatter_backward", 10 * m, 64, m),
             AddWorkload(2**29),
         ),
         copy_numel=2**29,
@@ -195,6 +283,9 @@ def _cpu_profile(
         workloads=(
             *(ScatterWorkload(e, f, n, reduce=r) for r in REDUCTIONS for f in (1, 16, 64)),
             ScatterWorkload(e, 16, n, sorted_index=True),
+            *(SegmentWorkload("segment_csr", e, f, n, reduce=r) for r in ("sum", "mean", "max") for f in (16, 64)),
+            SegmentWorkload("segment_coo", e, 16, n),
+            *(SegmentWorkload(kind, e, 16, n) for kind in ("gather_csr", "gather_coo")),
             AddWorkload(add_numel),
         ),
         copy_numel=copy_numel,
