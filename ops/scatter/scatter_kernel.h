@@ -130,11 +130,14 @@ template <typename Policy>
 SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr);
 // The rows of positions 0 .. E - 1 by indptr [outer, N + 1] (int64): the
 // segment holding each, N for one past the last segment. [E] when outer is 1.
+// A binary search per position; for one indptr ([N + 1]) the devices fill
+// each segment's positions instead (segment_cpu.cpp, cuda/gather.cuh: O(E)).
 at::Tensor rows_of_positions(const at::Tensor& expanded_indptr, int64_t E);
+using RowsOfPositions = at::Tensor (*)(const at::Tensor& indptr, int64_t E);
 // Runs segment_csr as a scatter over each position's row with a kernel of
 // the device (N + 1 slots, the last for positions in no segment, cut off).
 template <typename Policy>
-void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&));
+void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&), RowsOfPositions rows);
 // Segment_coo's index checks beyond scatter's: sorted along its last dimension
 // (on the CPU always, on CUDA in checked mode).
 void check_sorted(const char* op, const at::Tensor& index);
@@ -151,9 +154,7 @@ struct GatherProblem {
 };
 GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index);
 GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
-                              std::optional<int64_t> dim_size);
-void gather_kernel_cpu(const GatherProblem& problem);
-void gather_kernel_cuda(const GatherProblem& problem);
+                              std::optional<int64_t> dim_size, RowsOfPositions rows);
 // segment_csr on CUDA over the caller's indptr ([N + 1]); p.index unused.
 template <typename Policy>
 void segment_csr_kernel_cuda(const ScatterProblem& problem, const at::Tensor& indptr);

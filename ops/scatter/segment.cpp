@@ -142,10 +142,10 @@ SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
 }
 
 template <typename Policy>
-void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&)) {
+void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&), RowsOfPositions rows_of) {
   ScatterProblem p;
   p.src = s.src;
-  const at::Tensor rows = rows_of_positions(s.expanded_indptr, s.E);
+  const at::Tensor rows = s.indptr.defined() ? rows_of(s.indptr, s.E) : rows_of_positions(s.expanded_indptr, s.E);
   p.index_1d = rows.dim() == 1;
   p.index = p.index_1d ? rows
                        : rows.view({s.outer, s.E, 1}).expand({s.outer, s.E, s.inner}).contiguous();
@@ -184,7 +184,7 @@ GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index) {
 }
 
 GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
-                              std::optional<int64_t> dim_size) {
+                              std::optional<int64_t> dim_size, RowsOfPositions rows_of) {
   constexpr const char* op = "torchplug::gather_csr";
   const int64_t dim = check_positions(op, "indptr", src, indptr);
   GatherProblem g;
@@ -203,7 +203,10 @@ GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
     g.E = indptr.numel() == 0 ? 0 : indptr.reshape({-1}).select(0, -1).item<int64_t>();
   }
   check_indptr(op, expanded, g.E);
-  g.index = rows_of_positions(expanded, g.E);
+  bool shared = true;
+  for (int64_t d = 0; d < dim; ++d) shared = shared && (indptr.size(d) == 1 || src.size(d) == 1);
+  g.index = shared ? rows_of(indptr.reshape({indptr.size(-1)}).contiguous(), g.E)
+                   : rows_of_positions(expanded, g.E);
   g.index_per_outer = g.index.dim() == 2;
   g.src = src.contiguous();
   g.out = at::empty(core::sizes_with(src.sizes(), dim, g.E), src.options());
@@ -250,7 +253,8 @@ at::Tensor call_gather_coo(const at::Tensor& src, const at::Tensor& index) {
 
 #define TORCHPLUG_INSTANTIATE(name, Policy)                                                         \
   template SegmentCsr plan_segment_csr<Policy>(const at::Tensor&, const at::Tensor&);               \
-  template void segment_csr_by_rows<Policy>(const SegmentCsr&, void (*)(const ScatterProblem&));    \
+  template void segment_csr_by_rows<Policy>(const SegmentCsr&, void (*)(const ScatterProblem&),      \
+                                            RowsOfPositions);                                       \
   template Result<Policy> call_segment_csr<Policy>(const at::Tensor&, const at::Tensor&);           \
   template Result<Policy> call_segment_coo<Policy>(const at::Tensor&, const at::Tensor&,            \
                                                    std::optional<c10::SymInt>);                     \

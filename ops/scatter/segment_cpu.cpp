@@ -4,10 +4,12 @@
 #include "segment_entries.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 
 #include <cstring>
 
 namespace torchplug::scatter_detail {
+namespace {
 
 void gather_kernel_cpu(const GatherProblem& g) {
   if (g.out.numel() == 0) return;
@@ -30,7 +32,21 @@ void gather_kernel_cpu(const GatherProblem& g) {
   });
 }
 
-namespace {
+at::Tensor rows_of_positions_cpu(const at::Tensor& indptr, int64_t E) {
+  const int64_t N = indptr.numel() - 1;
+  at::Tensor rows = at::empty({E}, indptr.options());
+  const int64_t* bounds = indptr.const_data_ptr<int64_t>();
+  int64_t* out = rows.mutable_data_ptr<int64_t>();
+  const auto at_bound = [&](int64_t r) { return std::min(std::max(bounds[r], int64_t{0}), E); };
+  // Segment N is what follows the last one.
+  at::parallel_for(0, N + 1, 1 << 10, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t end = r < N ? at_bound(r + 1) : E;
+      for (int64_t k = at_bound(r); k < end; ++k) out[k] = r;
+    }
+  });
+  return rows;
+}
 
 struct CpuKernels {
   static void check(const char* op, const at::Tensor& src) { TORCHPLUG_CHECK_CPU(op, src); }
@@ -40,9 +56,10 @@ struct CpuKernels {
   }
   template <typename Policy>
   static void segment_csr(const SegmentCsr& s) {
-    segment_csr_by_rows<Policy>(s, &scatter_kernel_cpu<Policy>);
+    segment_csr_by_rows<Policy>(s, &scatter_kernel_cpu<Policy>, &rows_of_positions_cpu);
   }
   static void gather(const GatherProblem& g) { gather_kernel_cpu(g); }
+  static at::Tensor rows(const at::Tensor& indptr, int64_t E) { return rows_of_positions_cpu(indptr, E); }
 };
 
 }  // namespace

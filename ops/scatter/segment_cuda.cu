@@ -8,8 +8,6 @@
 
 namespace torchplug::scatter_detail {
 
-void gather_kernel_cuda(const GatherProblem& g) { launch_gather(g); }
-
 namespace {
 
 struct CudaKernels {
@@ -21,7 +19,7 @@ struct CudaKernels {
   template <typename Policy>
   static void segment_csr(const SegmentCsr& s) {
     if (!s.indptr.defined()) {
-      segment_csr_by_rows<Policy>(s, &scatter_kernel_cuda<Policy>);
+      segment_csr_by_rows<Policy>(s, &scatter_kernel_cuda<Policy>, &rows_of_positions_cuda);
       return;
     }
     ScatterProblem p;
@@ -35,6 +33,7 @@ struct CudaKernels {
     segment_csr_kernel_cuda<Policy>(p, s.indptr);
   }
   static void gather(const GatherProblem& g) { launch_gather(g); }
+  static at::Tensor rows(const at::Tensor& indptr, int64_t E) { return rows_of_positions_cuda(indptr, E); }
 };
 
 }  // namespace

@@ -1,20 +1,22 @@
 #pragma once
 
 // The segment strategy of the scatter family: the index plan's CSR
-// (core/index_plan.cuh), then one thread per (outer, row, column vector)
-// combines its row's sources and writes the row's result once: no atomics, no
-// identity fill, no read-modify-write of rows the L2 cannot hold, and the
-// count of each row at hand for mean. Rows with more than kMaxSegment sources,
-// which would serialise on one thread, go to the long-row kernels: threads
-// take equal slices of the sorted order and combine each run of such a row
-// into a scratch slot in src's math type with one (vector) atomic; a last pass
-// writes those rows (in deterministic mode, partials per block of the sorted
-// order, combined in a fixed order instead). Extra memory: the E-long
+// (core/index_plan.cuh), or a caller's indptr (segment_csr), then one thread
+// per (outer, row, column vector) combines its row's sources and writes the
+// row's result once: no atomics, no identity fill, no read-modify-write of
+// rows the L2 cannot hold, and the count of each row at hand for mean. Rows
+// with more than kMaxSegment sources, which would serialise on one thread, go
+// to the long-row kernels: threads take equal slices of the sorted order and
+// combine each run of such a row into a scratch slot in src's math type with
+// one (vector) atomic; a last pass writes those rows. In order (deterministic
+// mode, a caller's indptr) rows are long past an ordered block instead
+// (ordered_block_size, at most kMaxSegment), and their partials per block of
+// the sorted order are combined in a fixed order. Extra memory: the E-long
 // permutation (not for narrow rows that take the atomic rows), O(N) offsets
-// and the long-row scratch, min(N, ceil(E / kMaxSegment)) rows of inner
-// values in the math type per outer index (none when E <= kMaxSegment); in
-// deterministic mode also 2 ceil(E / kMaxSegment) partial rows of inner
-// values (and offsets, for min and max) per outer index; never O(E x F).
+// and the long-row scratch, min(N, ceil(E / kMaxSegment)) rows of inner values
+// in the math type per outer index (none when E <= kMaxSegment); in order
+// instead 2 ceil(E / block) partial rows of inner values (and offsets, for
+// min and max) per outer index; never O(E x F).
 
 #include "../scatter_kernel.h"
 #include "atomic_rows.cuh"
@@ -38,6 +40,20 @@ using core::Vector;
 constexpr int kRowsPerThread = 16;
 // A row with more sources than this goes to the long-row kernels.
 constexpr int64_t kMaxSegment = 1024;
+// In order (deterministic mode, a caller's CSR), rows are long past a block
+// of the sorted order, sized so that the blocks give about this many items
+// (4 waves of an H200): few long segments (global pooling of a batch of
+// graphs, 10K segments of 1K rows) would leave one thread walking each.
+constexpr int64_t kOrderedItems = int64_t{1} << 20;
+constexpr int64_t kMinOrderedBlock = 32;
+
+// The ordered block for `work` (outer * E * column vectors) items: a power of
+// two in [kMinOrderedBlock, kMaxSegment].
+inline int64_t ordered_block_size(int64_t work) {
+  int64_t block = kMinOrderedBlock;
+  while (block < kMaxSegment && block * kOrderedItems < work) block *= 2;
+  return block;
+}
 
 // One accumulator per (outer, long row) in src's math type, `slots` per outer
 // index: row itself when per_row, else start / kMaxSegment (two long rows start
@@ -136,6 +152,7 @@ struct Segments {
   LongRowScratch<at::opmath_type<scalar_t>> scratch;
   int64_t E, inner, outer, N;
   int64_t items;  // outer * N * (inner / V)
+  int64_t long_row;  // a row with more sources is long: kMaxSegment, or the ordered block
   bool accumulate;
   offset_t* next_tile;  // 0 at launch; see core::for_each_tile
   // min, max: the arg (out's layout), and how a position of this problem lies
@@ -210,12 +227,14 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
     const RowItem item = row_item(t, vectors, s.outer, s.N);
     offset_t start, end;
     s.csr.bounds(item.row, kPermuted, start, end);
-    if (end - start > kMaxSegment) {
-      Vector<acc_t, V> identity;
+    if (end - start > s.long_row) {
+      if (s.scratch.data != nullptr) {  // the atomic long rows' accumulator (none in order)
+        Vector<acc_t, V> identity;
 #pragma unroll
-      for (int j = 0; j < V; ++j) identity.val[j] = Policy::template identity<acc_t>();
-      *reinterpret_cast<Vector<acc_t, V>*>(s.scratch.row(item.o, item.row, start, s.inner) +
-                                           item.v * V) = identity;
+        for (int j = 0; j < V; ++j) identity.val[j] = Policy::template identity<acc_t>();
+        *reinterpret_cast<Vector<acc_t, V>*>(s.scratch.row(item.o, item.row, start, s.inner) +
+                                             item.v * V) = identity;
+      }
       *s.csr.long_rows = 1;
       if constexpr (Policy::kHasArg) {  // the long-row arg pass lowers it
 #pragma unroll
@@ -392,8 +411,9 @@ __global__ void long_row_args_kernel(const scalar_t* __restrict__ src, const int
   }
 }
 
-// Long rows in a fixed order (deterministic mode): the sorted order is cut
-// into blocks of kMaxSegment positions, and one thread combines, in order, a
+// Long rows in a fixed order (deterministic mode, a caller's CSR): the sorted
+// order is cut into blocks of block_size positions (ordered_block_size), a row
+// being long when it has more sources than that, and one thread combines, in order, a
 // long row's sources within one block into a partial. A block meets at most
 // two long rows (each is longer than a block): one covering its first
 // position, partial 2c, and one starting inside it, partial 2c + 1. A last
@@ -403,7 +423,8 @@ template <typename acc_t, typename offset_t>
 struct OrderedPartials {
   acc_t* value;    // [outer][2 * blocks][inner]
   offset_t* arg;   // the same layout, min and max only: a position of the problem
-  int64_t blocks;  // ceil(E / kMaxSegment)
+  int64_t blocks;  // ceil(E / block_size)
+  int64_t block_size;
 
   __device__ int64_t at(int64_t o, int64_t block, bool starts_inside, int64_t inner) const {
     return (o * 2 * blocks + 2 * block + (starts_inside ? 1 : 0)) * inner;
@@ -432,8 +453,8 @@ __global__ void ordered_long_rows_kernel(const scalar_t* __restrict__ src,
     const int64_t v = t % vectors;
     const int64_t block = t / vectors % partials.blocks;
     const int64_t o = t / vectors / partials.blocks;
-    const int64_t block_begin = block * kMaxSegment;
-    const int64_t block_end = min(block_begin + kMaxSegment, positions);
+    const int64_t block_begin = block * partials.block_size;
+    const int64_t block_end = min(block_begin + partials.block_size, positions);
     if (block_begin >= block_end) continue;
     for (int end_of_block = 0; end_of_block < 2; ++end_of_block) {
       const int64_t row = csr.row_at(index, end_of_block ? block_end - 1 : block_begin, permuted, N);
@@ -442,7 +463,7 @@ __global__ void ordered_long_rows_kernel(const scalar_t* __restrict__ src,
       const bool starts_inside = start > block_begin;
       // Short rows are the segment kernel's; the row at the block's last
       // position is done already when it covers the first one too.
-      if (end - start <= kMaxSegment || (end_of_block && !starts_inside)) continue;
+      if (end - start <= partials.block_size || (end_of_block && !starts_inside)) continue;
       acc_t sum[V];
       offset_t arg[V];
 #pragma unroll
@@ -482,16 +503,17 @@ __global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<s
     const RowItem item = row_item(t, vectors, s.outer, s.N);
     offset_t start, end;
     s.csr.bounds(item.row, permuted, start, end);
-    if (end - start <= kMaxSegment) continue;
+    if (end - start <= partials.block_size) continue;
     scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V];
     offset_t arg[V];
     start_row<Policy>(sum, arg, target, s.accumulate);
     // A hub row has thousands of partials: unrolled, their loads go out together.
-    const int64_t last_block = (static_cast<int64_t>(end) - 1) / kMaxSegment;
+    const int64_t size = partials.block_size;
+    const int64_t last_block = (static_cast<int64_t>(end) - 1) / size;
 #pragma unroll 8
-    for (int64_t block = start / kMaxSegment; block <= last_block; ++block) {
-      const int64_t slot = partials.at(item.o, block, start > block * kMaxSegment, s.inner) + item.v * V;
+    for (int64_t block = start / size; block <= last_block; ++block) {
+      const int64_t slot = partials.at(item.o, block, start > block * size, s.inner) + item.v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const offset_t position = Policy::kHasArg ? partials.arg[slot + j] : offset_t{0};
@@ -526,18 +548,19 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
   using acc_t = at::opmath_type<scalar_t>;
   constexpr bool kFinishes = Policy::kHasArg || Policy::kDividesByCount;
   const core::Csr<offset_t> csr = plan.csr(plan.counter(0));
+  const bool in_order = ordered || index == nullptr;
 
-  // One slot per output row, or per kMaxSegment positions when that is fewer:
-  // never more elements than the output. With E <= kMaxSegment no row is long:
-  // no slots and no long-row launches. In order, two partials per block of
-  // kMaxSegment positions instead (and the slots, which the segment kernel
-  // sets, unread).
-  const bool may_have_long_rows = p.E > kMaxSegment;
-  const int64_t slots =
-      may_have_long_rows ? std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment)) : 0;
+  // The atomic long rows: one slot per output row, or per kMaxSegment
+  // positions when that is fewer: never more elements than the output. With
+  // E <= kMaxSegment no row is long: no slots and no long-row launches. In
+  // order, two partials per ordered block instead.
+  const int64_t slots = !in_order && p.E > kMaxSegment
+                            ? std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment))
+                            : 0;
   at::Tensor scratch_tensor = at::empty({p.outer * slots * p.inner},
                                         p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
-  const LongRowScratch<acc_t> scratch{scratch_tensor.mutable_data_ptr<acc_t>(), slots, slots == p.N};
+  const LongRowScratch<acc_t> scratch{slots > 0 ? scratch_tensor.mutable_data_ptr<acc_t>() : nullptr,
+                                      slots, slots == p.N};
 
   const auto* src = p.src.const_data_ptr<scalar_t>();
   auto* out = p.out.mutable_data_ptr<scalar_t>();
@@ -545,9 +568,11 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
     constexpr int V = decltype(w)::value;
     const int64_t vectors = p.inner / V;
     const int64_t rows = p.outer * p.N * vectors;
-    const Segments<scalar_t, offset_t> sorted{csr,     scratch,      p.E,
-                                              p.inner, p.outer,      p.N,
-                                              rows,    p.accumulate, plan.counter(1),
+    const int64_t long_row = in_order ? ordered_block_size(p.outer * p.E * vectors) : kMaxSegment;
+    const Segments<scalar_t, offset_t> sorted{csr,      scratch,      p.E,
+                                              p.inner,  p.outer,      p.N,
+                                              rows,     long_row,     p.accumulate,
+                                              plan.counter(1),
                                               Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr,
                                               positions.none, positions.inner, positions.E};
     core::launch_one_wave(segment_kernel<Policy, scalar_t, V, offset_t, false>, rows, src, out, sorted);
@@ -573,14 +598,14 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
       }();
       core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
     }
-    if (!may_have_long_rows) return;
-    if (ordered || index == nullptr) {
-      const int64_t blocks = at::ceil_div<int64_t>(p.E, kMaxSegment);
+    if (p.E <= long_row) return;
+    if (in_order) {
+      const int64_t blocks = at::ceil_div<int64_t>(p.E, long_row);
       const int64_t partial_values = p.outer * 2 * blocks * p.inner;
       const at::Tensor values = at::empty({partial_values}, scratch_tensor.options());
       const at::Tensor args = at::empty({Policy::kHasArg ? partial_values : 0}, plan.stats.options());
       const OrderedPartials<acc_t, offset_t> partials{values.mutable_data_ptr<acc_t>(),
-                                                      args.mutable_data_ptr<offset_t>(), blocks};
+                                                      args.mutable_data_ptr<offset_t>(), blocks, long_row};
       const int64_t items = p.outer * blocks * vectors;
       core::launch_one_wave(ordered_long_rows_kernel<Policy, scalar_t, V, offset_t>, items, src, index,
                             csr, partials, p.E, p.inner, p.N, items);
