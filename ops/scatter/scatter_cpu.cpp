@@ -564,6 +564,75 @@ void scatter_kernel_cpu(const ScatterProblem& p) {
 
 namespace {
 
+// The segments [first, last) of a caller's indptr ([N + 1], bounds clamped
+// into [0, E]), each combined in order into a row of accumulators and written
+// once, with its arg for min and max.
+template <typename Policy, typename scalar_t, typename arg_t>
+void combine_segments(const ScatterProblem& p, const int64_t* bounds, int64_t first, int64_t last) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t inner = p.inner;
+  const auto* src = p.src.const_data_ptr<scalar_t>();
+  auto* out = p.out.mutable_data_ptr<scalar_t>();
+  int64_t* arg_out = Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr;
+  const auto bound = [&](int64_t r) { return std::min(std::max(bounds[r], int64_t{0}), p.E); };
+  std::vector<acc_t> acc(inner);
+  std::vector<arg_t> arg(Policy::kHasArg ? inner : 0);
+  const auto unset = static_cast<arg_t>(p.E);
+  for (int64_t o = 0; o < p.outer; ++o) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t start = bound(r), end = std::max(bound(r + 1), start);
+      std::fill(acc.begin(), acc.end(), Policy::template identity<acc_t>());
+      if constexpr (Policy::kHasArg) std::fill(arg.begin(), arg.end(), unset);
+      for (int64_t k = start; k < end; ++k) {
+        const scalar_t* row = src + (o * p.E + k) * inner;
+        if constexpr (std::is_same_v<scalar_t, acc_t>) {
+          combine_values_vectorised<Policy>(acc.data(), arg.data(), row, inner, static_cast<arg_t>(k), unset);
+        } else {
+          combine_values<Policy>(acc.data(), arg.data(), row, inner, static_cast<arg_t>(k), unset);
+        }
+      }
+      const int64_t slot = (o * p.N + r) * inner;
+      for (int64_t f = 0; f < inner; ++f) {
+        out[slot + f] = static_cast<scalar_t>(core::finish<Policy>(acc[f], end - start, false));
+        if constexpr (Policy::kHasArg) arg_out[slot + f] = arg[f];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Each thread takes the segments starting in its share of the positions (cut
+// at the segment nearest t * E / threads, so a long segment stays whole and a
+// skewed split stays balanced): no index is read and no output element is
+// written twice. An indptr is checked on the CPU before this runs.
+template <typename Policy>
+void segment_kernel_cpu(const ScatterProblem& p, const at::Tensor& indptr) {
+  if (p.out.numel() == 0) return;
+  const int64_t* bounds = indptr.const_data_ptr<int64_t>();
+  const int64_t threads = p.src.numel() < kSerialElements ? 1 : at::get_num_threads();
+  std::vector<int64_t> cuts(threads + 1, p.N);
+  cuts[0] = 0;
+  for (int64_t t = 1; t < threads; ++t) {
+    const int64_t position = t * p.E / threads;
+    const int64_t r = std::upper_bound(bounds, bounds + p.N + 1, position) - bounds - 1;
+    cuts[t] = std::clamp<int64_t>(r, cuts[t - 1], p.N);
+  }
+  AT_DISPATCH_V2(p.src.scalar_type(), kOpName<Policy>, AT_WRAP([&] {
+    at::parallel_for(0, threads, 1, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        if (!Policy::kHasArg || p.E < std::numeric_limits<int32_t>::max()) {
+          combine_segments<Policy, scalar_t, int32_t>(p, bounds, cuts[t], cuts[t + 1]);
+        } else {
+          combine_segments<Policy, scalar_t, int64_t>(p, bounds, cuts[t], cuts[t + 1]);
+        }
+      }
+    });
+  }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
+}
+
+namespace {
+
 template <typename Policy>
 Result<Policy> scatter_cpu(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                            std::optional<c10::SymInt> dim_size) {
@@ -587,7 +656,9 @@ InplaceResult<Policy> scatter_inplace_cpu(const at::Tensor& out, const at::Tenso
 
 }  // namespace
 
-#define TORCHPLUG_INSTANTIATE(name, Policy) template void scatter_kernel_cpu<Policy>(const ScatterProblem&);
+#define TORCHPLUG_INSTANTIATE(name, Policy)                                   \
+  template void scatter_kernel_cpu<Policy>(const ScatterProblem&);            \
+  template void segment_kernel_cpu<Policy>(const ScatterProblem&, const at::Tensor&);
 TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_INSTANTIATE)
 #undef TORCHPLUG_INSTANTIATE
 

@@ -155,7 +155,9 @@ struct GatherProblem {
 GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index);
 GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
                               std::optional<int64_t> dim_size, RowsOfPositions rows);
-// segment_csr on CUDA over the caller's indptr ([N + 1]); p.index unused.
+// segment_csr over the caller's indptr ([N + 1], int64 on src's device); p.index unused.
+template <typename Policy>
+void segment_kernel_cpu(const ScatterProblem& problem, const at::Tensor& indptr);
 template <typename Policy>
 void segment_csr_kernel_cuda(const ScatterProblem& problem, const at::Tensor& indptr);
 

@@ -56,7 +56,11 @@ struct CpuKernels {
   }
   template <typename Policy>
   static void segment_csr(const SegmentCsr& s) {
-    segment_csr_by_rows<Policy>(s, &scatter_kernel_cpu<Policy>, &rows_of_positions_cpu);
+    if (!s.indptr.defined()) {
+      segment_csr_by_rows<Policy>(s, &scatter_kernel_cpu<Policy>, &rows_of_positions_cpu);
+      return;
+    }
+    segment_kernel_cpu<Policy>(shared_indptr_problem(s), s.indptr);
   }
   static void gather(const GatherProblem& g) { gather_kernel_cpu(g); }
   static at::Tensor rows(const at::Tensor& indptr, int64_t E) { return rows_of_positions_cpu(indptr, E); }

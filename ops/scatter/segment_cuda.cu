@@ -22,15 +22,7 @@ struct CudaKernels {
       segment_csr_by_rows<Policy>(s, &scatter_kernel_cuda<Policy>, &rows_of_positions_cuda);
       return;
     }
-    ScatterProblem p;
-    p.src = s.src;
-    p.outer = s.outer;
-    p.E = s.E;
-    p.inner = s.inner;
-    p.N = s.N;
-    p.out = s.out;
-    p.arg = s.arg;
-    segment_csr_kernel_cuda<Policy>(p, s.indptr);
+    segment_csr_kernel_cuda<Policy>(shared_indptr_problem(s), s.indptr);
   }
   static void gather(const GatherProblem& g) { launch_gather(g); }
   static at::Tensor rows(const at::Tensor& indptr, int64_t E) { return rows_of_positions_cuda(indptr, E); }

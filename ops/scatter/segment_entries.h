@@ -25,6 +25,20 @@ inline int64_t coo_dim(const char* op, const at::Tensor& index) {
   return index.dim() - 1;
 }
 
+// The problem of a segment_csr whose indptr every slice shares, for the
+// devices' indptr kernels (no index).
+inline ScatterProblem shared_indptr_problem(const SegmentCsr& s) {
+  ScatterProblem p;
+  p.src = s.src;
+  p.outer = s.outer;
+  p.E = s.E;
+  p.inner = s.inner;
+  p.N = s.N;
+  p.out = s.out;
+  p.arg = s.arg;
+  return p;
+}
+
 template <typename Policy>
 Result<Policy> segment_results(const SegmentCsr& s) {
   if constexpr (Policy::kHasArg) {
