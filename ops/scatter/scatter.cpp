@@ -107,12 +107,7 @@ Result<Policy> meta(const char* op, const at::Tensor& src, const at::Tensor& ind
   TORCH_CHECK(*dim_size >= 0, op, ": argument 'dim_size' must be non-negative, got ", *dim_size);
   auto sizes = src.sym_sizes().vec();
   sizes[dim] = *dim_size;
-  auto out = at::empty_symint(sizes, src.options());
-  if constexpr (Policy::kHasArg) {
-    return {out, at::empty_symint(sizes, src.options().dtype(at::kLong))};
-  } else {
-    return out;
-  }
+  return meta_results<Policy>(sizes, src.options());
 }
 
 template <typename Policy>

@@ -7,6 +7,7 @@
 #include "torchplug/core/reduction.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/SymInt.h>
 
 #include <optional>
@@ -72,14 +73,24 @@ InplaceResult<Policy> meta_inplace(const char* op, const at::Tensor& out, const 
 // Writes the result into the caller's `out` when the kernel worked on a stand-in.
 void finish_inplace(const ScatterProblem& problem, const at::Tensor& out);
 
-// What the functional op returns for a problem its kernel has run.
+// What the functional op returns: out, and for min and max arg.
+template <typename Policy>
+Result<Policy> results(const at::Tensor& out, const at::Tensor& arg) {
+  if constexpr (Policy::kHasArg) {
+    return {out, arg};
+  } else {
+    return out;
+  }
+}
 template <typename Policy>
 Result<Policy> results(const ScatterProblem& problem) {
-  if constexpr (Policy::kHasArg) {
-    return {problem.out, problem.arg};
-  } else {
-    return problem.out;
-  }
+  return results<Policy>(problem.out, problem.arg);
+}
+// A Meta kernel's outputs of `sizes`.
+template <typename Policy>
+Result<Policy> meta_results(c10::SymIntArrayRef sizes, const at::TensorOptions& options) {
+  return results<Policy>(at::empty_symint(sizes, options),
+                         Policy::kHasArg ? at::empty_symint(sizes, options.dtype(at::kLong)) : at::Tensor());
 }
 
 template <typename Policy>

@@ -70,6 +70,29 @@ void check_out_shape(const char* op, const at::Tensor& out, const at::Tensor& sr
               out.sym_sizes(), " does not match the expected ", c10::SymIntArrayRef(expected));
 }
 
+// The positions tensor (indptr or coo index) as one vector shared by every
+// slice of src's leading dimensions ([size]), or undefined when slices have
+// their own.
+at::Tensor shared_positions(const at::Tensor& positions, const at::Tensor& src, int64_t dim) {
+  for (int64_t d = 0; d < dim; ++d) {
+    if (positions.size(d) != 1 && src.size(d) != 1) return at::Tensor();
+  }
+  return positions.reshape({positions.size(-1)}).contiguous();
+}
+
+// The gather of src along dim into `positions` positions: sizes, src, out.
+GatherProblem gather_problem(const at::Tensor& src, int64_t dim, int64_t positions) {
+  GatherProblem g;
+  const auto split = core::split_at(src.sizes(), dim);
+  g.outer = split.outer;
+  g.N = split.size;
+  g.inner = split.inner;
+  g.E = positions;
+  g.src = src.contiguous();
+  g.out = at::empty(core::sizes_with(src.sizes(), dim, positions), src.options());
+  return g;
+}
+
 // indptr expanded to src's leading sizes, as [outer, N + 1].
 at::Tensor expand_indptr(const at::Tensor& indptr, const at::Tensor& src, int64_t dim) {
   auto sizes = src.sizes().slice(0, dim).vec();
@@ -133,9 +156,7 @@ SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
   s.src = src.contiguous();
   s.expanded_indptr = expand_indptr(indptr, src, s.dim);
   check_indptr(op, s.expanded_indptr, s.E);
-  bool shared = true;
-  for (int64_t d = 0; d < s.dim; ++d) shared = shared && (indptr.size(d) == 1 || src.size(d) == 1);
-  if (shared) s.indptr = indptr.reshape({indptr.size(-1)}).contiguous();
+  s.indptr = shared_positions(indptr, src, s.dim);
   s.out = at::empty(core::sizes_with(src.sizes(), s.dim, s.N), src.options());
   s.arg = empty_arg<Policy>(s.out);
   return s;
@@ -163,23 +184,14 @@ void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProble
 GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index) {
   constexpr const char* op = "torchplug::gather_coo";
   const int64_t dim = check_positions(op, "index", src, index);
-  GatherProblem g;
-  const auto split = core::split_at(src.sizes(), dim);
-  g.outer = split.outer;
-  g.N = split.size;
-  g.inner = split.inner;
-  g.E = index.size(-1);
-  g.src = src.contiguous();
-  bool shared = true;
-  for (int64_t d = 0; d < dim; ++d) shared = shared && (index.size(d) == 1 || src.size(d) == 1);
-  g.index_per_outer = !shared;
-  g.index = shared ? index.reshape({g.E}).contiguous()
-                   : expand_indptr(index, src, dim).contiguous();
+  GatherProblem g = gather_problem(src, dim, index.size(-1));
+  g.index = shared_positions(index, src, dim);
+  g.index_per_outer = !g.index.defined();
+  if (g.index_per_outer) g.index = expand_indptr(index, src, dim).contiguous();
   // Checked only where a value is read: with no columns nothing is.
   if (core::validates_indices(src.device()) && g.outer * g.inner > 0) {
     core::check_index_range(op, "index", core::index_bounds(g.index), g.N);
   }
-  g.out = at::empty(core::sizes_with(src.sizes(), dim, g.E), src.options());
   return g;
 }
 
@@ -187,29 +199,20 @@ GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
                               std::optional<int64_t> dim_size, RowsOfPositions rows_of) {
   constexpr const char* op = "torchplug::gather_csr";
   const int64_t dim = check_positions(op, "indptr", src, indptr);
-  GatherProblem g;
-  const auto split = core::split_at(src.sizes(), dim);
-  g.outer = split.outer;
-  g.N = split.size;
-  g.inner = split.inner;
   const int64_t segments = segment_count(indptr).expect_int();
-  TORCH_CHECK(g.N == segments, op, ": src has ", g.N, " slices along dim ", dim, " but indptr ",
-              segments, " segments");
+  TORCH_CHECK(src.size(dim) == segments, op, ": src has ", src.size(dim), " slices along dim ", dim,
+              " but indptr ", segments, " segments");
+  TORCH_CHECK(!dim_size || *dim_size >= 0, op, ": argument 'dim_size' must be non-negative, got ",
+              dim_size.value_or(0));
+  const int64_t positions = dim_size ? *dim_size
+                            : indptr.numel() == 0 ? 0
+                                                  : indptr.reshape({-1}).select(0, -1).item<int64_t>();
+  GatherProblem g = gather_problem(src, dim, positions);
   const auto expanded = expand_indptr(indptr, src, dim);
-  if (dim_size) {
-    TORCH_CHECK(*dim_size >= 0, op, ": argument 'dim_size' must be non-negative, got ", *dim_size);
-    g.E = *dim_size;
-  } else {
-    g.E = indptr.numel() == 0 ? 0 : indptr.reshape({-1}).select(0, -1).item<int64_t>();
-  }
   check_indptr(op, expanded, g.E);
-  bool shared = true;
-  for (int64_t d = 0; d < dim; ++d) shared = shared && (indptr.size(d) == 1 || src.size(d) == 1);
-  g.index = shared ? rows_of(indptr.reshape({indptr.size(-1)}).contiguous(), g.E)
-                   : rows_of_positions(expanded, g.E);
+  const at::Tensor shared = shared_positions(indptr, src, dim);
+  g.index = shared.defined() ? rows_of(shared, g.E) : rows_of_positions(expanded, g.E);
   g.index_per_outer = g.index.dim() == 2;
-  g.src = src.contiguous();
-  g.out = at::empty(core::sizes_with(src.sizes(), dim, g.E), src.options());
   return g;
 }
 
@@ -273,12 +276,7 @@ Result<Policy> segment_csr_meta(const at::Tensor& src, const at::Tensor& indptr)
   const int64_t dim = check_positions(op, "indptr", src, indptr);
   auto sizes = src.sym_sizes().vec();
   sizes[dim] = segment_count(indptr);
-  auto out = at::empty_symint(sizes, src.options());
-  if constexpr (Policy::kHasArg) {
-    return {out, at::empty_symint(sizes, src.options().dtype(at::kLong))};
-  } else {
-    return out;
-  }
+  return meta_results<Policy>(sizes, src.options());
 }
 
 template <typename Policy>

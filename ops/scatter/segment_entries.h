@@ -39,15 +39,6 @@ inline ScatterProblem shared_indptr_problem(const SegmentCsr& s) {
   return p;
 }
 
-template <typename Policy>
-Result<Policy> segment_results(const SegmentCsr& s) {
-  if constexpr (Policy::kHasArg) {
-    return {s.out, s.arg};
-  } else {
-    return s.out;
-  }
-}
-
 template <typename Kernels>
 struct SegmentEntries {
   template <typename Policy>
@@ -58,7 +49,7 @@ struct SegmentEntries {
     const c10::DeviceGuard guard(src.device());
     const SegmentCsr s = plan_segment_csr<Policy>(src, indptr);
     Kernels::template segment_csr<Policy>(s);
-    return segment_results<Policy>(s);
+    return results<Policy>(s.out, s.arg);
   }
 
   // out is overwritten (torch_scatter's segment_csr with out=).
