@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import torchplug
-from op_table import OpRow, Sample, scatter_rows_param
+from op_table import ROWS, OpRow, Sample, rows_param, scatter_rows_param
 from scatter_reference import broadcast_index, default_dim_size
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -582,6 +582,29 @@ def test_special_values_every_reduction(row: OpRow, dtype: torch.dtype, shape: t
         out.select(d, slot).fill_(value)
     sample = Sample((src, index), dim, None, out.to(dtype).to(device))
     row.check(row.call(sample), sample, "out= with specials")
+
+
+SEGMENT_ROWS = [row for row in ROWS if row.kind in ("segment_csr", "segment_coo")]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("shape, dim", [p for p in SPECIAL_LAYOUTS if p.values[1] in (0, 1)])
+@pytest.mark.parametrize("row", rows_param(SEGMENT_ROWS))
+def test_special_values_every_segment_reduction(row: OpRow, dtype: torch.dtype, shape: tuple, dim: int,
+                                                device: str) -> None:
+    """The same specials through segment_csr and segment_coo (the sorted
+    index, or its indptr with the empty slot 5 and one past the last), values
+    and args against the reference."""
+    index, permutation = torch.tensor(SPECIAL_INDEX).sort(stable=True)
+    src = special_src(shape, dim, dtype, device).index_select(dim, permutation.to(device))
+    if row.kind == "segment_coo":
+        positions = index.to(device).view([1] * dim + [-1])
+    else:
+        counts = torch.bincount(index, minlength=SPECIAL_N + 1)
+        positions = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)]).to(device)
+        positions = positions.view([1] * dim + [-1])
+    for sample in (Sample((src, positions), dim_size=SPECIAL_N + 1), Sample((src, positions))):
+        row.check(row.call(sample), sample)
 
 
 @pytest.mark.parametrize("dtype", SCATTER_EMPTY_DTYPES, ids=str)
