@@ -67,7 +67,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import torchplug
-from op_table import OpRow, assert_bitwise, scatter_rows_param, values as row_values
+from op_table import ROWS, OpRow, Sample, assert_bitwise, rows_param, scatter_rows_param, values as row_values
 from scatter_reference import (Reduced, assert_reduced_close, broadcast_index, default_dim_size, gamma,
                                reduce_grad_reference, reduce_reference, ulp)
 
@@ -571,3 +571,55 @@ def test_large_fan_in_is_exact_where_the_bound_is_zero(row: OpRow, dist: str, F:
         torch.testing.assert_close(got, want, rtol=0, atol=0)
     for position in row.args:
         torch.testing.assert_close(outputs[position].cpu(), ref.arg.cpu(), rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------- segments
+
+
+@st.composite
+def segment_cases(draw) -> dict:
+    """Segment lengths (empty ones, and now and then one past CUDA's
+    long-row limit of 1024), positions past the last segment, a rank of 1 to
+    3 with the segments along dim 0 or 1, one indptr or index for every slice
+    or one per slice, every dtype."""
+    lengths = draw(st.lists(st.one_of(st.integers(0, 12), st.integers(1000, 1300)), max_size=12))
+    return dict(
+        lengths=lengths,
+        tail=draw(st.integers(0, 3)),
+        rank=draw(st.integers(1, 3)),
+        dim=draw(st.integers(0, 1)),
+        slices=draw(st.integers(1, 3)),
+        per_slice=draw(st.booleans()),
+        width=draw(st.integers(1, 9)),
+        dtype=draw(st.sampled_from(SCATTER_DTYPES)),
+        seed=draw(st.integers(0, 2**16)),
+    )
+
+
+@pytest.mark.parametrize("row", rows_param([r for r in ROWS if r.kind in ("segment_csr", "segment_coo")]))
+@settings(max_examples=60, **PROPERTY)
+@given(case=segment_cases())
+def test_segment_matches_reference(row: OpRow, case: dict, device: str) -> None:
+    """segment_csr (one indptr, or one per slice) and segment_coo (the sorted
+    index) against the plain-PyTorch reference, positions past the last
+    segment belonging to none (csr) or to the last slot (coo: no gaps)."""
+    g = generator(case["seed"])
+    dim = min(case["dim"], case["rank"] - 1)
+    E = sum(case["lengths"]) + (case["tail"] if row.kind == "segment_csr" else 0)
+    shape = [case["slices"]] * dim + [E] + [case["width"]] * (case["rank"] - dim - 1)
+    src = row_values(tuple(shape), case["dtype"], row.reduce, g).to(device)
+    slices = case["slices"] if case["per_slice"] and dim > 0 else 1
+    n = len(case["lengths"])
+    ptrs, indices = [], []
+    for _ in range(slices):
+        lengths = torch.tensor(case["lengths"], dtype=torch.long)[torch.randperm(n, generator=g)]
+        ptrs.append(torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]))
+        indices.append(torch.repeat_interleave(torch.arange(n), lengths))
+    if row.kind == "segment_csr":
+        positions = torch.stack(ptrs).view([slices] * dim + [n + 1]) if dim else ptrs[0]
+        sample = Sample((src, positions.to(device)))
+    else:
+        positions = torch.stack(indices).view([slices] * dim + [E]) if dim else indices[0]
+        sample = Sample((src, positions.to(device)), dim_size=n)
+    row.check(row.call(sample), sample)
+
