@@ -339,6 +339,38 @@ def test_src_past_two_to_the_31_elements() -> None:
 
 
 @large_memory
+def test_segments_and_gathers_past_two_to_the_31_elements() -> None:
+    """segment_csr and segment_coo over 2^31 + 48 float32 elements (rows of 16),
+    the gathers writing as many, and a flat segment_csr over 2^31 positions
+    (the 64-bit offsets of the indptr plan, and args past 2^31)."""
+    torch.manual_seed(4)
+    E, F, N = (1 << 27) + 3, 16, 4099
+    src = torch.rand(E, F, device="cuda").sub_(0.5)
+    index = torch.randint(0, N, (E,), device="cuda").sort().values
+    indptr = torch.cat([index.new_zeros(1), torch.bincount(index, minlength=N).cumsum(0)])
+    want = torch.zeros(N, F, device="cuda").index_add_(0, index, src)
+    for got in (torchplug.segment_sum_csr(src, indptr), torchplug.segment_sum_coo(src, index, dim_size=N)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-2)
+    del got, want
+    rows = torch.randn(N, F, device="cuda")
+    for spread in (torchplug.gather_csr(rows, indptr), torchplug.gather_coo(rows, index)):
+        assert spread.numel() > 2**31
+        for part in (slice(0, 1000), slice(E - 1000, E)):
+            torch.testing.assert_close(spread[part], rows[index[part]], rtol=0, atol=0)
+        del spread
+    del index, rows
+    segments, length = 1 << 20, 1 << 11  # 2^31 positions
+    flat = src.view(-1)[: segments * length]
+    flat_indptr = torch.arange(segments + 1, device="cuda") * length
+    got = torchplug.segment_sum_csr(flat, flat_indptr)
+    torch.testing.assert_close(got.double(), flat.view(segments, length).sum(1, dtype=torch.float64),
+                               rtol=1e-4, atol=1e-3)
+    values, arg = torchplug.segment_max_csr(flat, flat_indptr)
+    assert torch.equal(values, flat.view(segments, length).amax(1))
+    assert arg[-1].item() >= (1 << 31) - length and torch.equal(flat[arg], values)
+
+
+@large_memory
 def test_index_values_past_two_to_the_31() -> None:
     N = (1 << 31) + 100
     index = torch.tensor([0, N - 1, (1 << 31) + 5, N - 1, 1 << 31], device="cuda")
