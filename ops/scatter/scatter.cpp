@@ -23,9 +23,6 @@ namespace torchplug {
 namespace scatter_detail {
 namespace {
 
-constexpr std::initializer_list<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat,
-                                                           at::kDouble, at::kInt, at::kLong};
-
 // Checks shared by every kernel, Meta included; returns dim in [0, src.dim()).
 int64_t check_args(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim) {
   core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
@@ -81,11 +78,6 @@ ScatterProblem describe(const char* op, const at::Tensor& src, const at::Tensor&
   }
   problem.N = dim_size;
   return problem;
-}
-
-template <typename Policy>
-at::Tensor empty_arg(const at::Tensor& out) {
-  return Policy::kHasArg ? at::empty(out.sizes(), out.options().dtype(at::kLong)) : at::Tensor();
 }
 
 template <typename Policy>

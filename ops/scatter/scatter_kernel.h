@@ -10,6 +10,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/SymInt.h>
 
+#include <initializer_list>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -24,6 +25,10 @@ inline constexpr const char* kOpName = nullptr;
   inline constexpr const char* kOpName<Policy> = "torchplug::scatter_" #name;
 TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_SCATTER_OP_NAME)
 #undef TORCHPLUG_SCATTER_OP_NAME
+
+// The dtypes of src every op of the family takes.
+inline constexpr std::initializer_list<at::ScalarType> kDtypes = {
+    at::kHalf, at::kBFloat16, at::kFloat, at::kDouble, at::kInt, at::kLong};
 
 // What the ops return: the output, and for min and max its arg too.
 template <typename Policy>
@@ -86,6 +91,11 @@ template <typename Policy>
 Result<Policy> results(const ScatterProblem& problem) {
   return results<Policy>(problem.out, problem.arg);
 }
+// The arg output for out (int64, its shape), undefined without an arg.
+template <typename Policy>
+at::Tensor empty_arg(const at::Tensor& out) {
+  return Policy::kHasArg ? at::empty(out.sizes(), out.options().dtype(at::kLong)) : at::Tensor();
+}
 // A Meta kernel's outputs of `sizes`.
 template <typename Policy>
 Result<Policy> meta_results(c10::SymIntArrayRef sizes, const at::TensorOptions& options) {
@@ -133,7 +143,7 @@ at::Tensor call_gather_coo(const at::Tensor& src, const at::Tensor& index);
 struct SegmentCsr {
   at::Tensor src;     // contiguous
   at::Tensor indptr;  // [N + 1], contiguous, when shared; else undefined
-  at::Tensor expanded_indptr;  // [outer, N + 1]
+  at::Tensor expanded_indptr;  // [outer, N + 1] when the slices have their own; else undefined
   int64_t dim = 0, outer = 1, E = 0, inner = 1, N = 0;
   at::Tensor out, arg;  // the results (arg for min and max)
 };

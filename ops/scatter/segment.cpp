@@ -25,6 +25,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/searchsorted.h>
+#include <ATen/ops/stack.h>
 #include <torch/library.h>
 
 #include <string>
@@ -32,9 +33,6 @@
 namespace torchplug {
 namespace scatter_detail {
 namespace {
-
-constexpr std::initializer_list<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat,
-                                                           at::kDouble, at::kInt, at::kLong};
 
 // The reduced dim of an indptr or coo index against src: its last, with every
 // leading size src's or 1. Returns dim.
@@ -101,23 +99,22 @@ at::Tensor expand_indptr(const at::Tensor& indptr, const at::Tensor& src, int64_
   return indptr.expand(sizes).reshape({outer, indptr.size(-1)});
 }
 
-// Every indptr row starts at 0, never decreases and ends within `positions`:
-// on the CPU always, on CUDA in checked mode (one synchronisation).
-void check_indptr(const char* op, const at::Tensor& expanded, int64_t positions) {
-  if (!core::validates_indices(expanded.device()) || expanded.size(1) == 0) return;
-  const int64_t n = expanded.size(1);
-  TORCH_CHECK_INDEX(!expanded.select(1, 0).ne(0).any().item<bool>(), op,
-                    ": argument 'indptr' must start at 0");
-  TORCH_CHECK_INDEX(!at::lt(expanded.narrow(1, 1, n - 1), expanded.narrow(1, 0, n - 1)).any().item<bool>(),
-                    op, ": argument 'indptr' must not decrease");
-  const int64_t last = expanded.select(1, n - 1).max().item<int64_t>();
-  TORCH_CHECK_INDEX(last <= positions, op, ": argument 'indptr' ends at ", last,
+// Every row of indptr (as given, before broadcasting) starts at 0, never
+// decreases and ends within `positions`: on the CPU always, on CUDA in checked
+// mode, the three facts read back together (one synchronisation).
+void check_indptr(const char* op, const at::Tensor& indptr, int64_t positions) {
+  if (!core::validates_indices(indptr.device()) || indptr.numel() == 0) return;
+  const int64_t n = indptr.size(-1);
+  const auto rows = indptr.reshape({-1, n});
+  const auto facts = at::stack({rows.select(1, 0).ne(0).any().to(at::kLong),
+                                at::lt(rows.narrow(1, 1, n - 1), rows.narrow(1, 0, n - 1)).any().to(at::kLong),
+                                rows.select(1, n - 1).max()})
+                         .cpu();
+  const int64_t* fact = facts.const_data_ptr<int64_t>();
+  TORCH_CHECK_INDEX(fact[0] == 0, op, ": argument 'indptr' must start at 0");
+  TORCH_CHECK_INDEX(fact[1] == 0, op, ": argument 'indptr' must not decrease");
+  TORCH_CHECK_INDEX(fact[2] <= positions, op, ": argument 'indptr' ends at ", fact[2],
                     ", past the ", positions, " positions of src along dim");
-}
-
-template <typename Policy>
-at::Tensor empty_arg(const at::Tensor& out) {
-  return Policy::kHasArg ? at::empty(out.sizes(), out.options().dtype(at::kLong)) : at::Tensor();
 }
 
 c10::OperatorHandle find_op(const std::string& name) {
@@ -154,9 +151,9 @@ SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
   s.inner = split.inner;
   s.N = segment_count(indptr).expect_int();
   s.src = src.contiguous();
-  s.expanded_indptr = expand_indptr(indptr, src, s.dim);
-  check_indptr(op, s.expanded_indptr, s.E);
+  check_indptr(op, indptr, s.E);
   s.indptr = shared_positions(indptr, src, s.dim);
+  if (!s.indptr.defined()) s.expanded_indptr = expand_indptr(indptr, src, s.dim);
   s.out = at::empty(core::sizes_with(src.sizes(), s.dim, s.N), src.options());
   s.arg = empty_arg<Policy>(s.out);
   return s;
@@ -208,10 +205,9 @@ GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
                             : indptr.numel() == 0 ? 0
                                                   : indptr.reshape({-1}).select(0, -1).item<int64_t>();
   GatherProblem g = gather_problem(src, dim, positions);
-  const auto expanded = expand_indptr(indptr, src, dim);
-  check_indptr(op, expanded, g.E);
+  check_indptr(op, indptr, g.E);
   const at::Tensor shared = shared_positions(indptr, src, dim);
-  g.index = shared.defined() ? rows_of(shared, g.E) : rows_of_positions(expanded, g.E);
+  g.index = shared.defined() ? rows_of(shared, g.E) : rows_of_positions(expand_indptr(indptr, src, dim), g.E);
   g.index_per_outer = g.index.dim() == 2;
   return g;
 }
