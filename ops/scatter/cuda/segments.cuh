@@ -91,11 +91,15 @@ __device__ __forceinline__ RowItem row_item(int64_t t, int64_t vectors, int64_t 
 }
 
 // sum (op)= value; with an arg (min, max), arg follows sum: the smallest
-// position of a value holding it.
-template <typename Policy, typename acc_t, typename offset_t>
+// position of a value holding it. In source order (kInOrder) that is the
+// first value to win, and no position is compared: start_row sets arg to the
+// row's first position, which holds the identity if no value wins. Min and
+// max with arg are bound by instructions, not memory (on the H200 at F=64 the
+// general form issued an instruction every 1.5 cycles per scheduler).
+template <typename Policy, bool kInOrder, typename acc_t, typename offset_t>
 __device__ __forceinline__ void combine_at(acc_t& sum, offset_t& arg, acc_t value, offset_t position) {
   if constexpr (Policy::kHasArg) {
-    if (Policy::wins(value, sum) || (Policy::holds(value, sum) && position < arg)) {
+    if (Policy::wins(value, sum) || (!kInOrder && Policy::holds(value, sum) && position < arg)) {
       sum = value;
       arg = position;
     }
@@ -122,7 +126,7 @@ __device__ __forceinline__ void add_sources(at::opmath_type<scalar_t> (&sum)[V],
 #pragma unroll
   for (int u = 0; u < U; ++u) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) combine_at<Policy>(sum[j], arg[j], value[u][j], position[u]);
+    for (int j = 0; j < V; ++j) combine_at<Policy, !kPermuted>(sum[j], arg[j], value[u][j], position[u]);
   }
 }
 
@@ -174,23 +178,50 @@ __device__ __forceinline__ int64_t along_dim(const Segments<scalar_t, offset_t>&
   return s.arg_E == 0 ? position : position / s.arg_inner % s.arg_E;
 }
 
-// A row's accumulators before its sources: out's values when accumulating,
-// else the identity; no arg yet.
-template <typename Policy, typename scalar_t, int V, typename offset_t>
+// Whether a row's sources go in increasing position (combine_at): sorted,
+// and min or max (the other reductions take the same path either way).
+template <typename Policy, bool kPermuted>
+constexpr bool kInOrder = Policy::kHasArg && !kPermuted;
+
+// A row's accumulators before its sources (`first`: the row's first
+// position): out's values when accumulating, else the identity, with no arg
+// yet; in order (kInOrder) the identity, with arg at `first`, and out's values
+// after the sources (end_row).
+template <typename Policy, bool kInOrder, typename scalar_t, int V, typename offset_t>
 __device__ __forceinline__ void start_row(at::opmath_type<scalar_t> (&sum)[V], offset_t (&arg)[V],
-                                          const scalar_t* target, bool accumulate) {
-  if (accumulate) {
+                                          const scalar_t* target, bool accumulate, offset_t first) {
+  if (accumulate && !kInOrder) {
     core::load_as<scalar_t, V>(target, sum);
   } else {
 #pragma unroll
     for (int j = 0; j < V; ++j) sum[j] = Policy::template identity<at::opmath_type<scalar_t>>();
   }
 #pragma unroll
-  for (int j = 0; j < V; ++j) arg[j] = std::numeric_limits<offset_t>::max();
+  for (int j = 0; j < V; ++j) arg[j] = kInOrder ? first : std::numeric_limits<offset_t>::max();
+}
+
+// In order, out's values join after the sources when accumulating: one that
+// wins leaves no arg.
+template <typename Policy, bool kInOrder, typename scalar_t, int V, typename offset_t>
+__device__ __forceinline__ void end_row(at::opmath_type<scalar_t> (&sum)[V], offset_t (&arg)[V],
+                                        const scalar_t* target, bool accumulate) {
+  if constexpr (kInOrder) {
+    if (!accumulate) return;
+    at::opmath_type<scalar_t> before[V];
+    core::load_as<scalar_t, V>(target, before);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (Policy::wins(before[j], sum[j])) {
+        sum[j] = before[j];
+        arg[j] = std::numeric_limits<offset_t>::max();
+      }
+    }
+  }
 }
 
 // Writes a row's result (count sources combined) at target, and for min and
-// max its arg along dim.
+// max its arg along dim (none for an empty row), two at a time where V allows
+// (arg is a fresh allocation: 16-byte aligned).
 template <typename Policy, typename scalar_t, int V, typename offset_t>
 __device__ __forceinline__ void write_row(const Segments<scalar_t, offset_t>& s, const RowItem& item,
                                           scalar_t* target, const at::opmath_type<scalar_t> (&sum)[V],
@@ -202,10 +233,17 @@ __device__ __forceinline__ void write_row(const Segments<scalar_t, offset_t>& s,
   }
   *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
   if constexpr (Policy::kHasArg) {
+    constexpr int kPair = V % 2 == 0 ? 2 : 1;
+    int64_t* at = s.arg + item.slot * s.inner + item.v * V;
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      s.arg[item.slot * s.inner + item.v * V + j] =
-          arg[j] == std::numeric_limits<offset_t>::max() ? s.arg_none : along_dim(s, arg[j]);
+    for (int j = 0; j < V; j += kPair) {
+      Vector<int64_t, kPair> along;
+#pragma unroll
+      for (int k = 0; k < kPair; ++k) {
+        const bool none = count == 0 || arg[j + k] == std::numeric_limits<offset_t>::max();
+        along.val[k] = none ? s.arg_none : along_dim(s, arg[j + k]);
+      }
+      *reinterpret_cast<Vector<int64_t, kPair>*>(at + j) = along;
     }
   }
 }
@@ -252,8 +290,10 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
     scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V];
     offset_t arg[V];
-    start_row<Policy>(sum, arg, target, s.accumulate);
+    constexpr bool kSourceOrder = kInOrder<Policy, kPermuted>;
+    start_row<Policy, kSourceOrder>(sum, arg, target, s.accumulate, start);
     add_row<Policy, kPermuted, scalar_t, V>(sum, arg, column, s.csr.perm, start, end, s.inner);
+    end_row<Policy, kSourceOrder>(sum, arg, target, s.accumulate);
     write_row<Policy>(s, item, target, sum, arg, end - start);
   });
 }
@@ -470,16 +510,16 @@ __global__ void ordered_long_rows_kernel(const scalar_t* __restrict__ src,
       // Short rows are the segment kernel's; the row at the block's last
       // position is done already when it covers the first one too.
       if (end - start <= partials.block_size || (end_of_block && !starts_inside)) continue;
-      acc_t sum[V];
-      offset_t arg[V];
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        sum[j] = Policy::template identity<acc_t>();
-        arg[j] = std::numeric_limits<offset_t>::max();
-      }
       const scalar_t* column = src + o * E * inner + v * V;
       const auto from = static_cast<offset_t>(starts_inside ? start : block_begin);
       const auto to = static_cast<offset_t>(end < block_end ? end : block_end);
+      acc_t sum[V];
+      offset_t arg[V];  // see start_row: from, in order
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        sum[j] = Policy::template identity<acc_t>();
+        arg[j] = permuted ? std::numeric_limits<offset_t>::max() : from;
+      }
       if (permuted) {
         add_row<Policy, true, scalar_t, V>(sum, arg, column, csr.perm, from, to, inner);
       } else {
@@ -513,7 +553,7 @@ __global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<s
     scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V];
     offset_t arg[V];
-    start_row<Policy>(sum, arg, target, s.accumulate);
+    start_row<Policy, false>(sum, arg, target, s.accumulate, start);
     // A hub row has thousands of partials: unrolled, their loads go out together.
     const int64_t size = partials.block_size;
     const int64_t last_block = (static_cast<int64_t>(end) - 1) / size;
@@ -523,7 +563,7 @@ __global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<s
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const offset_t position = Policy::kHasArg ? partials.arg[slot + j] : offset_t{0};
-        combine_at<Policy>(sum[j], arg[j], partials.value[slot + j], position);
+        combine_at<Policy, false>(sum[j], arg[j], partials.value[slot + j], position);
       }
     }
     write_row<Policy>(s, item, target, sum, arg, end - start);

@@ -137,10 +137,12 @@ struct ExtremePolicy {
   C10_HOST_DEVICE static constexpr T empty() {
     return T(0);
   }
-  // Whether `value` takes the place of `acc`.
+  // Whether `value` takes the place of `acc`: it is beyond acc, or NaN where
+  // acc is not. One unordered comparison (true for a NaN value) and one NaN
+  // test: the GPU's segment kernels issue this per value.
   template <typename T>
   C10_HOST_DEVICE static bool wins(T value, T acc) {
-    return (kIsMax ? value > acc : value < acc) || (is_nan(value) && !is_nan(acc));
+    return !(kIsMax ? value <= acc : value >= acc) && !is_nan(acc);
   }
   template <typename T>
   C10_HOST_DEVICE static void combine(T& acc, T value) {
