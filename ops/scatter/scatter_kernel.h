@@ -138,8 +138,8 @@ at::Tensor call_gather_coo(const at::Tensor& src, const at::Tensor& index);
 // segment_csr of src by indptr ([..., N + 1], broadcast against src's leading
 // dimensions; dim = indptr.dim() - 1), checked, with its outputs allocated.
 // When every outer slice shares one indptr, `indptr` holds it ([N + 1]) for
-// the CUDA kernel; `rows` always can give the scatter problem over each
-// position's row (rows_problem).
+// the devices' indptr kernels; otherwise `expanded_indptr` gives each
+// position's row for a scatter (segment_csr_by_rows).
 struct SegmentCsr {
   at::Tensor src;     // contiguous
   at::Tensor indptr;  // [N + 1], contiguous, when shared; else undefined
@@ -151,31 +151,33 @@ template <typename Policy>
 SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr);
 // The rows of positions 0 .. E - 1 by indptr [outer, N + 1] (int64): the
 // segment holding each, N for one past the last segment. [E] when outer is 1.
-// A binary search per position; for one indptr ([N + 1]) the devices fill
-// each segment's positions instead (segment_cpu.cpp, cuda/gather.cuh: O(E)).
+// A binary search per position (gather_csr's kernels find rows on their own).
 at::Tensor rows_of_positions(const at::Tensor& expanded_indptr, int64_t E);
-using RowsOfPositions = at::Tensor (*)(const at::Tensor& indptr, int64_t E);
 // Runs segment_csr as a scatter over each position's row with a kernel of
 // the device (N + 1 slots, the last for positions in no segment, cut off).
 template <typename Policy>
-void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&), RowsOfPositions rows);
+void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&));
 // Segment_coo's index checks beyond scatter's: sorted along its last dimension
 // (on the CPU always, on CUDA in checked mode).
 void check_sorted(const char* op, const at::Tensor& index);
 
 // src viewed as [outer, N, inner] read into out viewed as [outer, E, inner]:
 // out[o, e] = src[o, index[e]] (an index of [E]) or src[o, index[o, e]]
-// ([outer, E]); zeros where the index value lies outside [0, N).
+// ([outer, E]); zeros where the index value lies outside [0, N). gather_csr
+// with one indptr for every slice gives `indptr` instead of an index: e's row
+// is the last r <= N with indptr[r] (clamped into [0, E]) <= e, none before
+// indptr[0].
 struct GatherProblem {
-  at::Tensor src;    // contiguous
-  at::Tensor index;  // contiguous int64, [E] or [outer, E]
+  at::Tensor src;     // contiguous
+  at::Tensor index;   // contiguous int64, [E] or [outer, E]; or undefined, and
+  at::Tensor indptr;  // contiguous int64 [N + 1]
   bool index_per_outer = false;
   int64_t outer = 1, N = 0, E = 0, inner = 1;
   at::Tensor out;    // contiguous, src's dtype
 };
 GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index);
 GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
-                              std::optional<int64_t> dim_size, RowsOfPositions rows);
+                              std::optional<int64_t> dim_size);
 // segment_csr over the caller's indptr ([N + 1], int64 on src's device); p.index unused.
 template <typename Policy>
 void segment_kernel_cpu(const ScatterProblem& problem, const at::Tensor& indptr);

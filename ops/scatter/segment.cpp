@@ -160,10 +160,10 @@ SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
 }
 
 template <typename Policy>
-void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&), RowsOfPositions rows_of) {
+void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&)) {
   ScatterProblem p;
   p.src = s.src;
-  const at::Tensor rows = s.indptr.defined() ? rows_of(s.indptr, s.E) : rows_of_positions(s.expanded_indptr, s.E);
+  const at::Tensor rows = rows_of_positions(s.expanded_indptr, s.E);
   p.index_1d = rows.dim() == 1;
   p.index = p.index_1d ? rows
                        : rows.view({s.outer, s.E, 1}).expand({s.outer, s.E, s.inner}).contiguous();
@@ -193,7 +193,7 @@ GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index) {
 }
 
 GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
-                              std::optional<int64_t> dim_size, RowsOfPositions rows_of) {
+                              std::optional<int64_t> dim_size) {
   constexpr const char* op = "torchplug::gather_csr";
   const int64_t dim = check_positions(op, "indptr", src, indptr);
   const int64_t segments = segment_count(indptr).expect_int();
@@ -206,9 +206,11 @@ GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
                                                   : indptr.reshape({-1}).select(0, -1).item<int64_t>();
   GatherProblem g = gather_problem(src, dim, positions);
   check_indptr(op, indptr, g.E);
-  const at::Tensor shared = shared_positions(indptr, src, dim);
-  g.index = shared.defined() ? rows_of(shared, g.E) : rows_of_positions(expand_indptr(indptr, src, dim), g.E);
-  g.index_per_outer = g.index.dim() == 2;
+  g.indptr = shared_positions(indptr, src, dim);
+  if (!g.indptr.defined()) {
+    g.index = rows_of_positions(expand_indptr(indptr, src, dim), g.E);
+    g.index_per_outer = g.index.dim() == 2;
+  }
   return g;
 }
 
@@ -252,8 +254,7 @@ at::Tensor call_gather_coo(const at::Tensor& src, const at::Tensor& index) {
 
 #define TORCHPLUG_INSTANTIATE(name, Policy)                                                         \
   template SegmentCsr plan_segment_csr<Policy>(const at::Tensor&, const at::Tensor&);               \
-  template void segment_csr_by_rows<Policy>(const SegmentCsr&, void (*)(const ScatterProblem&),      \
-                                            RowsOfPositions);                                       \
+  template void segment_csr_by_rows<Policy>(const SegmentCsr&, void (*)(const ScatterProblem&));     \
   template Result<Policy> call_segment_csr<Policy>(const at::Tensor&, const at::Tensor&);           \
   template Result<Policy> call_segment_coo<Policy>(const at::Tensor&, const at::Tensor&,            \
                                                    std::optional<c10::SymInt>);                     \

@@ -11,12 +11,30 @@
 namespace torchplug::scatter_detail {
 namespace {
 
+// rows[k] = r for indptr[r] <= k < indptr[r + 1] (bounds clamped into [0, E]),
+// N past indptr[N] and -1 before indptr[0]: GatherProblem's rows of an indptr.
+at::Tensor rows_of_positions_cpu(const at::Tensor& indptr, int64_t E) {
+  const int64_t N = indptr.numel() - 1;
+  at::Tensor rows = at::empty({E}, indptr.options());
+  const int64_t* bounds = indptr.const_data_ptr<int64_t>();
+  int64_t* out = rows.mutable_data_ptr<int64_t>();
+  const auto at_bound = [&](int64_t r) { return std::min(std::max(bounds[r], int64_t{0}), E); };
+  at::parallel_for(0, N + 2, 1 << 10, [&](int64_t first, int64_t last) {
+    for (int64_t r = first - 1; r < last - 1; ++r) {
+      const int64_t end = r < N ? at_bound(r + 1) : E;
+      for (int64_t k = r < 0 ? 0 : at_bound(r); k < end; ++k) out[k] = r;
+    }
+  });
+  return rows;
+}
+
 void gather_kernel_cpu(const GatherProblem& g) {
   if (g.out.numel() == 0) return;
   const int64_t row_bytes = g.inner * g.src.element_size();
   const auto* src = static_cast<const char*>(g.src.const_data_ptr());
   auto* out = static_cast<char*>(g.out.mutable_data_ptr());
-  const int64_t* index = g.index.const_data_ptr<int64_t>();
+  const at::Tensor rows = g.index.defined() ? g.index : rows_of_positions_cpu(g.indptr, g.E);
+  const int64_t* index = rows.const_data_ptr<int64_t>();
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(g.inner, 1));
   at::parallel_for(0, g.outer * g.E, grain, [&](int64_t begin, int64_t end) {
     for (int64_t oe = begin; oe < end; ++oe) {
@@ -32,22 +50,6 @@ void gather_kernel_cpu(const GatherProblem& g) {
   });
 }
 
-at::Tensor rows_of_positions_cpu(const at::Tensor& indptr, int64_t E) {
-  const int64_t N = indptr.numel() - 1;
-  at::Tensor rows = at::empty({E}, indptr.options());
-  const int64_t* bounds = indptr.const_data_ptr<int64_t>();
-  int64_t* out = rows.mutable_data_ptr<int64_t>();
-  const auto at_bound = [&](int64_t r) { return std::min(std::max(bounds[r], int64_t{0}), E); };
-  // Segment N is what follows the last one.
-  at::parallel_for(0, N + 1, 1 << 10, [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      const int64_t end = r < N ? at_bound(r + 1) : E;
-      for (int64_t k = at_bound(r); k < end; ++k) out[k] = r;
-    }
-  });
-  return rows;
-}
-
 struct CpuKernels {
   static void check(const char* op, const at::Tensor& src) { TORCHPLUG_CHECK_CPU(op, src); }
   template <typename Policy>
@@ -57,13 +59,12 @@ struct CpuKernels {
   template <typename Policy>
   static void segment_csr(const SegmentCsr& s) {
     if (!s.indptr.defined()) {
-      segment_csr_by_rows<Policy>(s, &scatter_kernel_cpu<Policy>, &rows_of_positions_cpu);
+      segment_csr_by_rows<Policy>(s, &scatter_kernel_cpu<Policy>);
       return;
     }
     segment_kernel_cpu<Policy>(shared_indptr_problem(s), s.indptr);
   }
   static void gather(const GatherProblem& g) { gather_kernel_cpu(g); }
-  static at::Tensor rows(const at::Tensor& indptr, int64_t E) { return rows_of_positions_cpu(indptr, E); }
 };
 
 }  // namespace

@@ -19,13 +19,12 @@ struct CudaKernels {
   template <typename Policy>
   static void segment_csr(const SegmentCsr& s) {
     if (!s.indptr.defined()) {
-      segment_csr_by_rows<Policy>(s, &scatter_kernel_cuda<Policy>, &rows_of_positions_cuda);
+      segment_csr_by_rows<Policy>(s, &scatter_kernel_cuda<Policy>);
       return;
     }
     segment_csr_kernel_cuda<Policy>(shared_indptr_problem(s), s.indptr);
   }
   static void gather(const GatherProblem& g) { launch_gather(g); }
-  static at::Tensor rows(const at::Tensor& indptr, int64_t E) { return rows_of_positions_cuda(indptr, E); }
 };
 
 }  // namespace

@@ -7,7 +7,6 @@
 //   scatter<Policy>(ScatterProblem)     scatter's kernel (segment_coo's too)
 //   segment_csr<Policy>(SegmentCsr)     segment_csr's kernel
 //   gather(GatherProblem)               the gather kernel
-//   rows(indptr, E)                     each position's segment (RowsOfPositions)
 // Devices are checked first, so that a tensor on another device is reported
 // with both devices named; the device guard is taken before any planning,
 // which may read values on the device (checked mode, default sizes).
@@ -107,7 +106,7 @@ struct SegmentEntries {
     const c10::DeviceGuard guard(src.device());
     std::optional<int64_t> size;
     if (dim_size) size = dim_size->expect_int();
-    const auto problem = plan_gather_csr(src, indptr, size, &Kernels::rows);
+    const auto problem = plan_gather_csr(src, indptr, size);
     Kernels::gather(problem);
     return problem.out;
   }

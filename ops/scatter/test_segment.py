@@ -120,6 +120,27 @@ def test_gather_inverts_segment_sum(device: str) -> None:
     torch.testing.assert_close(torchplug.segment_sum_csr(spread, indptr), values * counts)
 
 
+@pytest.mark.parametrize("columns", [1, 3, 8])
+def test_gather_csr_over_many_chunks(columns: int, device: str) -> None:
+    """Sized for the CUDA gather_csr kernel, which takes several chunks of
+    positions per block and starts each from the row its predecessor ended
+    on: empty segments (past its window of indptr), hub segments, two slices
+    sharing one indptr (chunks that span them) and positions past the last
+    segment (zeros)."""
+    torch.manual_seed(5)
+    segments = 20_000
+    lengths = torch.randint(0, 200, (segments,)) * (torch.rand(segments) < 0.4)
+    lengths[torch.randint(0, segments, (3,))] = 50_000
+    indptr = _indptr(lengths.tolist(), device).view(1, -1)
+    src = torch.randn(2, segments, columns, device=device)
+    positions = int(lengths.sum()) + 777
+    out = torch.full((2, positions, columns), float("nan"), device=device)
+    torchplug.gather_csr(src, indptr, out=out)
+    rows = torch.repeat_interleave(torch.arange(segments), lengths).to(device)
+    want = torch.cat([src.index_select(1, rows), src.new_zeros(2, 777, columns)], dim=1)
+    assert torch.equal(out, want)
+
+
 def test_out_forms_overwrite_and_refuse_grad(device: str) -> None:
     """segment_csr's and the gathers' out= forms overwrite out (segment_coo's
     reduces into it, as scatter does) and are not differentiable."""
