@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -45,3 +47,28 @@ def _assert_same_result(actual: torch.Tensor, expected: torch.Tensor) -> None:
 def assert_same_result():
     """The checker for 'same computation, run twice' (see _assert_same_result)."""
     return _assert_same_result
+
+
+def shard_of(spec: str) -> tuple[int, int]:
+    """'i/n' (1 <= i <= n) as (i, n); ValueError naming the variable otherwise."""
+    try:
+        i, n = (int(part) for part in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"TORCHPLUG_SHARD must be i/n, got '{spec}'") from None
+    if not 1 <= i <= n:
+        raise ValueError(f"TORCHPLUG_SHARD must be i/n with 1 <= i <= n, got '{spec}'")
+    return i, n
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """TORCHPLUG_SHARD=i/n keeps the i-th of every n collected tests: the
+    whole suite in n calls where one call has a time limit
+    (scripts/gpu_check.sh). Collection order is fixed, so the shards are
+    disjoint and together cover the suite, under pytest-xdist too."""
+    spec = os.environ.get("TORCHPLUG_SHARD")
+    if not spec:
+        return
+    i, n = shard_of(spec)
+    kept = items[i - 1 :: n]
+    config.hook.pytest_deselected(items=[item for k, item in enumerate(items) if k % n != i - 1])
+    items[:] = kept

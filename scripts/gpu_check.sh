@@ -11,6 +11,9 @@
 # tests/cuda_sanitizer_workload.py with either scatter path, the benchmark harness and the per-kernel
 # breakdown (scripts/kernel_breakdown.py). The benchmark's table, JSON and plot
 # and the breakdown land in OUT_DIR; every log in OUT_DIR/logs.tar.gz.
+# TORCHPLUG_SHARD=i/n in the environment runs the i-th of n shards of every
+# pytest run (conftest.py): the whole suite in n calls where one call has a
+# time limit (on 8 workers it takes more than 10 minutes on the H200).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
