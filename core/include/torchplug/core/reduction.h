@@ -138,11 +138,17 @@ struct ExtremePolicy {
     return T(0);
   }
   // Whether `value` takes the place of `acc`: it is beyond acc, or NaN where
-  // acc is not. One unordered comparison (true for a NaN value) and one NaN
-  // test: the GPU's segment kernels issue this per value.
+  // acc is not. On the GPU one unordered comparison (true for a NaN value)
+  // and one NaN test: its segment kernels are bound by the instructions they
+  // issue per value. GCC vectorises that form about 6x slower than the
+  // ordered one (segment_max_csr on 2 threads, F=16: 109 against 17 ms).
   template <typename T>
   C10_HOST_DEVICE static bool wins(T value, T acc) {
+#ifdef __CUDA_ARCH__
     return !(kIsMax ? value <= acc : value >= acc) && !is_nan(acc);
+#else
+    return (kIsMax ? value > acc : value < acc) || (is_nan(value) && !is_nan(acc));
+#endif
   }
   template <typename T>
   C10_HOST_DEVICE static void combine(T& acc, T value) {
