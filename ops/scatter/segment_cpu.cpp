@@ -12,17 +12,18 @@ namespace torchplug::scatter_detail {
 namespace {
 
 // rows[k] = r for indptr[r] <= k < indptr[r + 1] (bounds clamped into [0, E]),
-// N past indptr[N] and -1 before indptr[0]: GatherProblem's rows of an indptr.
+// N past indptr[N]: GatherProblem's rows of an indptr, which on the CPU is
+// checked to start at 0.
 at::Tensor rows_of_positions_cpu(const at::Tensor& indptr, int64_t E) {
   const int64_t N = indptr.numel() - 1;
   at::Tensor rows = at::empty({E}, indptr.options());
   const int64_t* bounds = indptr.const_data_ptr<int64_t>();
   int64_t* out = rows.mutable_data_ptr<int64_t>();
   const auto at_bound = [&](int64_t r) { return std::min(std::max(bounds[r], int64_t{0}), E); };
-  at::parallel_for(0, N + 2, 1 << 10, [&](int64_t first, int64_t last) {
-    for (int64_t r = first - 1; r < last - 1; ++r) {
+  at::parallel_for(0, N + 1, 1 << 10, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
       const int64_t end = r < N ? at_bound(r + 1) : E;
-      for (int64_t k = r < 0 ? 0 : at_bound(r); k < end; ++k) out[k] = r;
+      for (int64_t k = at_bound(r); k < end; ++k) out[k] = r;
     }
   });
   return rows;
