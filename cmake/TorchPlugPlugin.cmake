@@ -1,12 +1,14 @@
 # torchplug_add_plugin(<name> HEADER <public header> SOURCES <cpp...>
-#                      CUDA_SOURCES <cu...> TESTS <gtest cpp...>)
+#                      CUDA_SOURCES <cu...> TESTS <gtest cpp...>
+#                      [DEPENDS <plugin...>])
 #
 # Builds libtorchplug_<name>, a shared library linkable on its own (target
 # torchplug::<name>), installs its public header as torchplug/ops/<header>.
 # CUDA sources are compiled only when the CUDA kernels are enabled; the
-# GoogleTest suite only with TORCHPLUG_BUILD_TESTS.
+# GoogleTest suite only with TORCHPLUG_BUILD_TESTS. DEPENDS names plugins
+# whose libraries and headers this one builds on (composite on scatter).
 function(torchplug_add_plugin name)
-  cmake_parse_arguments(PLUGIN "" "HEADER" "SOURCES;CUDA_SOURCES;TESTS" ${ARGN})
+  cmake_parse_arguments(PLUGIN "" "HEADER" "SOURCES;CUDA_SOURCES;TESTS;DEPENDS" ${ARGN})
   set(_sources ${PLUGIN_SOURCES})
   if(TORCHPLUG_CUDA)
     list(APPEND _sources ${PLUGIN_CUDA_SOURCES})
@@ -15,7 +17,8 @@ function(torchplug_add_plugin name)
   set(_target torchplug_${name})
   add_library(${_target} SHARED ${_sources})
   add_library(torchplug::${name} ALIAS ${_target})
-  target_link_libraries(${_target} PUBLIC torchplug_core PRIVATE ${TORCHPLUG_OPENMP_LIBRARIES})
+  list(TRANSFORM PLUGIN_DEPENDS PREPEND torchplug_)
+  target_link_libraries(${_target} PUBLIC torchplug_core ${PLUGIN_DEPENDS} PRIVATE ${TORCHPLUG_OPENMP_LIBRARIES})
   target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${TORCHPLUG_OPENMP_FLAGS}>)
   set_target_properties(${_target} PROPERTIES
     EXPORT_NAME ${name}

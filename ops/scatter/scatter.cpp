@@ -44,8 +44,8 @@ void check_out(const char* op, const at::Tensor& out, const at::Tensor& src, int
 }
 
 // Fills in src, index and the sizes; `dim_size` < 0 asks for max(index) + 1.
-ScatterProblem describe(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                        int64_t dim_size) {
+ScatterProblem describe_sizes(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                              int64_t dim_size) {
   ScatterProblem problem;
   problem.src = src.contiguous();
   const auto split = core::split_at(src.sizes(), dim);
@@ -88,6 +88,14 @@ c10::OperatorHandle find_op(bool inplace) {
 
 }  // namespace
 
+ScatterProblem describe(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                        std::optional<int64_t> dim_size) {
+  dim = check_args(op, src, index, dim);
+  TORCH_CHECK(!dim_size || *dim_size >= 0, op, ": argument 'dim_size' must be non-negative, got ",
+              dim_size.value_or(0));
+  return describe_sizes(op, src, index, dim, dim_size.value_or(-1));
+}
+
 template <typename Policy>
 Result<Policy> meta(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                     std::optional<c10::SymInt> dim_size) {
@@ -114,11 +122,9 @@ InplaceResult<Policy> meta_inplace(const char* op, const at::Tensor& out, const 
 template <typename Policy>
 ScatterProblem plan(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                     std::optional<int64_t> dim_size, const char* op) {
-  dim = check_args(op, src, index, dim);
-  TORCH_CHECK(!dim_size || *dim_size >= 0, op, ": argument 'dim_size' must be non-negative, got ",
-              dim_size.value_or(0));
-  auto problem = describe(op, src, index, dim, dim_size.value_or(-1));
-  problem.out = at::empty(core::sizes_with(src.sizes(), dim, problem.N), src.options());
+  auto problem = describe(op, src, index, dim, dim_size);
+  const int64_t d = core::normalize_dim(op, dim, src.dim());
+  problem.out = at::empty(core::sizes_with(src.sizes(), d, problem.N), src.options());
   problem.arg = empty_arg<Policy>(problem.out);
   return problem;
 }
@@ -129,7 +135,7 @@ ScatterProblem plan_inplace(const at::Tensor& out, const at::Tensor& src, const 
   dim = check_args(op, src, index, dim);
   check_out(op, out, src, dim);
   core::check_no_overlap(op, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
-  auto problem = describe(op, src, index, dim, out.size(dim));
+  auto problem = describe_sizes(op, src, index, dim, out.size(dim));
   problem.out = out.contiguous();
   problem.arg = empty_arg<Policy>(problem.out);
   problem.accumulate = true;

@@ -59,6 +59,11 @@ struct ScatterProblem {
   bool accumulate = false;  // out holds values that take part; else its contents are garbage
 };
 
+// Validates the arguments and broadcasts the index, with no outputs
+// allocated: what the ops built on the scatter problem (the composites) share.
+// On CPU (and in checked mode) also checks every index value against the output size.
+ScatterProblem describe(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                        std::optional<int64_t> dim_size);
 // Validates the arguments, broadcasts the index and allocates the outputs.
 // On CPU (and in checked mode) also checks every index value against the output size.
 // `op` names the op in errors (segment_coo plans as scatter does).

@@ -22,6 +22,13 @@ load_builtin_plugins()
 
 from ._C import __version__, with_cuda  # noqa: E402
 from .checks import checked, checks_enabled, set_checks, validates_indices  # noqa: E402
+from .composite import (  # noqa: E402
+    scatter_log_softmax,
+    scatter_logsumexp,
+    scatter_softmax,
+    scatter_std,
+    softmax_csr,
+)
 from .functional import add  # noqa: E402
 from .registry import OpInfo, registry  # noqa: E402
 from .scatter import (  # noqa: E402
@@ -68,10 +75,14 @@ __all__ = [
     "registry",
     "scatter",
     "scatter_add",
+    "scatter_log_softmax",
+    "scatter_logsumexp",
     "scatter_max",
     "scatter_mean",
     "scatter_min",
     "scatter_mul",
+    "scatter_softmax",
+    "scatter_std",
     "scatter_sum",
     "segment_add_coo",
     "segment_add_csr",
@@ -88,6 +99,7 @@ __all__ = [
     "segment_sum_coo",
     "segment_sum_csr",
     "set_checks",
+    "softmax_csr",
     "validates_indices",
     "with_cuda",
 ]

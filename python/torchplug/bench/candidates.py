@@ -16,12 +16,17 @@ from torch import Tensor
 
 import torchplug
 
-from .workloads import AddWorkload, ScatterWorkload, SegmentWorkload, Workload
+from .workloads import AddWorkload, CompositeWorkload, ScatterWorkload, SegmentWorkload, Workload
 
 try:
     import torch_scatter
 except ImportError:
     torch_scatter = None
+
+try:
+    from torch_geometric.utils import softmax as pyg_softmax
+except ImportError:
+    pyg_softmax = None
 
 #: The candidate the ratios are taken against.
 TORCHPLUG = "torchplug"
@@ -231,6 +236,62 @@ def _segment_lineup(workload: SegmentWorkload, device: torch.device) -> Lineup:
     return Lineup(tuple(candidates), reference="index_add")
 
 
+def _composite_lineup(workload: CompositeWorkload, device: torch.device) -> Lineup:
+    """The composites against plain PyTorch (scatter_reduce amax, index_add_,
+    index_select), torch_geometric.utils.softmax and torch_scatter's composites
+    where installed."""
+    x = workload.make_inputs(device)
+    src, index, n, f = x.src, x.index, workload.n, workload.f
+    expanded = index.view(-1, 1).expand_as(src)
+    kind = workload.kind
+
+    def plain_softmax(s: Tensor) -> Tensor:
+        top = s.new_empty(n, f).scatter_reduce_(0, expanded, s, "amax", include_self=False)
+        e = (s - top.index_select(0, index)).exp()
+        return e / s.new_zeros(n, f).index_add_(0, index, e).index_select(0, index)
+
+    if kind in ("softmax", "softmax_fwbw"):
+        forwards = {TORCHPLUG: lambda s: torchplug.scatter_softmax(s, index, 0, n),
+                    "plain PyTorch": plain_softmax}
+        if pyg_softmax is not None:
+            forwards["torch_geometric softmax"] = lambda s: pyg_softmax(s, index, num_nodes=n)
+        if torch_scatter is not None:
+            forwards["torch_scatter"] = lambda s: torch_scatter.composite.scatter_softmax(s, index, 0, dim_size=n)
+        if kind == "softmax":
+            candidates = tuple(Candidate(name, lambda fn=fn: fn(src)) for name, fn in forwards.items())
+        else:
+            leaf = src.detach().requires_grad_()
+            grad_out = torch.randn_like(src)
+            candidates = tuple(Candidate(name, lambda fn=fn: torch.autograd.grad(fn(leaf), leaf, grad_out)[0])
+                               for name, fn in forwards.items())
+        return Lineup(candidates, reference="plain PyTorch")
+
+    def plain_logsumexp() -> Tensor:
+        top = src.new_empty(n, f).scatter_reduce_(0, expanded, src, "amax", include_self=False)
+        e = (src - top.index_select(0, index)).exp()
+        return src.new_zeros(n, f).index_add_(0, index, e).log_() + top
+
+    def plain_std() -> Tensor:
+        count = src.new_zeros(n).index_add_(0, index, src.new_ones(index.numel())).clamp_(min=1).view(-1, 1)
+        mean = src.new_zeros(n, f).index_add_(0, index, src) / count
+        deviation = (src - mean.index_select(0, index)).square_()
+        return (src.new_zeros(n, f).index_add_(0, index, deviation) / (count - 1).clamp_(min=1)).sqrt_()
+
+    if kind == "logsumexp":
+        candidates = [Candidate(TORCHPLUG, lambda: torchplug.scatter_logsumexp(src, index, 0, dim_size=n)),
+                      Candidate("plain PyTorch", plain_logsumexp)]
+        if torch_scatter is not None:
+            candidates.append(Candidate("torch_scatter",
+                                        lambda: torch_scatter.composite.scatter_logsumexp(src, index, 0, dim_size=n)))
+    else:
+        candidates = [Candidate(TORCHPLUG, lambda: torchplug.scatter_std(src, index, 0, dim_size=n)),
+                      Candidate("plain PyTorch", plain_std)]
+        if torch_scatter is not None:
+            candidates.append(Candidate("torch_scatter",
+                                        lambda: torch_scatter.composite.scatter_std(src, index, 0, dim_size=n)))
+    return Lineup(tuple(candidates), reference="plain PyTorch")
+
+
 def _add_lineup(workload: AddWorkload, device: torch.device) -> Lineup:
     """torchplug.add against torch.add."""
     x = workload.make_inputs(device)
@@ -250,4 +311,6 @@ def lineup(workload: Workload, device: torch.device) -> Lineup:
         return _scatter_lineup(workload, device)
     if isinstance(workload, SegmentWorkload):
         return _segment_lineup(workload, device)
+    if isinstance(workload, CompositeWorkload):
+        return _composite_lineup(workload, device)
     return _add_lineup(workload, device)

@@ -186,6 +186,57 @@ class SegmentWorkload:
 
 
 @dataclass(frozen=True)
+class CompositeWorkload:
+    """A composite over ``E x F`` rows of ``src`` grouped into ``N`` by a
+    random or sorted index along dim 0: ``softmax`` (GAT's per-node
+    attention, F heads), ``softmax_fwbw`` (forward plus backward), ``logsumexp``
+    or ``std``."""
+
+    op: ClassVar[str] = "composite"
+    kind: str
+    e: int
+    f: int
+    n: int
+    sorted_index: bool = False
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def name(self) -> str:
+        """Table label, e.g. ``scatter_softmax fw+bw E=10M F=8 N=1M random float32``."""
+        op = "scatter_softmax fw+bw" if self.kind == "softmax_fwbw" else f"scatter_{self.kind}"
+        order = "sorted" if self.sorted_index else "random"
+        return f"{op} E={count_label(self.e)} F={self.f} N={count_label(self.n)} {order} {dtype_label(self.dtype)}"
+
+    @property
+    def terms_per_output(self) -> float:
+        return max(1.0, self.e / self.n)
+
+    def min_bytes(self) -> int:
+        """softmax: read src and the index, write out; forward plus backward
+        also reads the gradient and the output and writes the src gradient;
+        logsumexp and std read src and the index and write N x F."""
+        rows = self.dtype.itemsize * self.e * self.f
+        if self.kind == "softmax":
+            return 2 * rows + 8 * self.e
+        if self.kind == "softmax_fwbw":
+            return 5 * rows + 16 * self.e
+        return rows + 8 * self.e + self.dtype.itemsize * self.n * self.f
+
+    def params(self) -> dict[str, object]:
+        """The sizes, for the JSON record."""
+        return {"kind": self.kind, "E": self.e, "F": self.f, "N": self.n,
+                "index": "sorted" if self.sorted_index else "random", "dtype": dtype_label(self.dtype)}
+
+    def make_inputs(self, device: torch.device) -> ScatterInputs:
+        """Random ``src`` and index (every group likely non-empty), sorted if asked."""
+        src = torch.randn(self.e, self.f, device=device, dtype=self.dtype)
+        index = torch.randint(0, self.n, (self.e,), device=device)
+        if self.sorted_index:
+            index = index.sort().values
+        return ScatterInputs(src, index, 0)
+
+
+@dataclass(frozen=True)
 class AddInputs:
     """Two operands of the same shape."""
 
@@ -222,7 +273,7 @@ class AddWorkload:
         return AddInputs(a, b)
 
 
-Workload = ScatterWorkload | SegmentWorkload | AddWorkload
+Workload = ScatterWorkload | SegmentWorkload | CompositeWorkload | AddWorkload
 
 REDUCTIONS = ("sum", "mean", "mul", "min", "max")
 
@@ -265,6 +316,9 @@ def _gpu_profile() -> Profile:
               for kind in ("segment_csr", "segment_coo") for r in ("sum", "max")),
             *(SegmentWorkload(kind, 10 * m, 64, m) for kind in ("gather_csr", "gather_coo")),
             SegmentWorkload("scatter_backward", 10 * m, 64, m),
+            *(CompositeWorkload(kind, 10 * m, 8, m, sorted_index=s)
+              for kind in ("softmax", "softmax_fwbw") for s in (False, True)),
+            *(CompositeWorkload(kind, 10 * m, 64, m) for kind in ("logsumexp", "std")),
             AddWorkload(2**29),
         ),
         copy_numel=2**29,
@@ -286,6 +340,8 @@ def _cpu_profile(
             *(SegmentWorkload("segment_csr", e, f, n, reduce=r) for r in ("sum", "mean", "max") for f in (16, 64)),
             SegmentWorkload("segment_coo", e, 16, n),
             *(SegmentWorkload(kind, e, 16, n) for kind in ("gather_csr", "gather_coo")),
+            *(CompositeWorkload(kind, e, 8, n) for kind in ("softmax", "softmax_fwbw")),
+            CompositeWorkload("std", e, 16, n),
             AddWorkload(add_numel),
         ),
         copy_numel=copy_numel,

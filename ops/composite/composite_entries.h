@@ -1,0 +1,101 @@
+#pragma once
+
+// The composites' entry points for one device, written once: composite_cpu.cpp
+// and composite_cuda.cu register them with a struct of
+//   check(op, src)                        the device check
+//   run<Program>(RowsProblem, option)     the device's row-program kernels
+// Devices are checked first, so that a tensor on another device is reported
+// with both named; the device guard is taken before planning, which may read
+// index values on the device (checked mode, default sizes).
+
+#include "composite_kernel.h"
+#include "torchplug/core/checks.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace torchplug::composite_detail {
+
+template <typename Kernels>
+struct CompositeEntries {
+  template <bool kLog>
+  static at::Tensor softmax(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                            std::optional<int64_t> dim_size) {
+    constexpr const char* op = kLog ? "torchplug::scatter_log_softmax" : "torchplug::scatter_softmax";
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    const RowsProblem r = plan_emit(op, src, index, dim, dim_size);
+    Kernels::template run<core::SoftmaxProgram>(r, kLog);
+    return r.p.out;
+  }
+
+  static at::Tensor softmax_csr(const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
+    constexpr const char* op = "torchplug::softmax_csr";
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    const RowsProblem r = plan_softmax_csr(op, src, indptr, dim);
+    Kernels::template run<core::SoftmaxProgram>(r, false);
+    return r.p.out;
+  }
+
+  static at::Tensor softmax_backward(const at::Tensor& grad, const at::Tensor& out, const at::Tensor& index,
+                                     int64_t dim, std::optional<int64_t> dim_size, bool log) {
+    constexpr const char* op = "torchplug::scatter_softmax_backward";
+    core::check_same_device(op, {TORCHPLUG_ARG(grad), TORCHPLUG_ARG(out), TORCHPLUG_ARG(index)});
+    Kernels::check(op, grad);
+    const c10::DeviceGuard guard(grad.device());
+    const RowsProblem r = plan_backward(op, grad, out, index, dim, dim_size);
+    Kernels::template run<core::SoftmaxBackwardProgram>(r, log);
+    return r.p.out;
+  }
+
+  static at::Tensor logsumexp(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                              std::optional<c10::SymInt> dim_size) {
+    constexpr const char* op = "torchplug::scatter_logsumexp";
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    std::optional<int64_t> size;
+    if (dim_size) size = dim_size->expect_int();
+    const RowsProblem r = plan_reduce(op, src, index, dim, size);
+    Kernels::template run<core::LogSumExpProgram>(r, false);
+    return r.p.out;
+  }
+
+  static void logsumexp_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index, int64_t dim) {
+    constexpr const char* op = "torchplug::scatter_logsumexp_";
+    core::check_same_device(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    const RowsProblem r = plan_reduce_into(op, out, src, index, dim);
+    Kernels::template run<core::LogSumExpProgram>(r, true);
+    scatter_detail::finish_inplace(r.p, out);
+  }
+
+  static at::Tensor standard_deviation(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                        std::optional<c10::SymInt> dim_size, bool unbiased) {
+    constexpr const char* op = "torchplug::scatter_std";
+    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
+    Kernels::check(op, src);
+    const c10::DeviceGuard guard(src.device());
+    std::optional<int64_t> size;
+    if (dim_size) size = dim_size->expect_int();
+    const RowsProblem r = plan_reduce(op, src, index, dim, size);
+    Kernels::template run<core::StdProgram>(r, unbiased);
+    return r.p.out;
+  }
+
+  static void register_all(torch::Library& m) {
+    m.impl("scatter_softmax", &softmax<false>);
+    m.impl("scatter_log_softmax", &softmax<true>);
+    m.impl("softmax_csr", &softmax_csr);
+    m.impl("scatter_softmax_backward", &softmax_backward);
+    m.impl("scatter_logsumexp", &logsumexp);
+    m.impl("scatter_logsumexp_", &logsumexp_);
+    m.impl("scatter_std", &standard_deviation);
+  }
+};
+
+}  // namespace torchplug::composite_detail

@@ -1,0 +1,330 @@
+"""The composites (scatter_softmax, scatter_log_softmax, scatter_logsumexp,
+scatter_std, softmax_csr) against plain PyTorch on each group's values
+(torch.softmax, torch.log_softmax, torch.logsumexp, torch.std in float64),
+on every device: shapes, dtypes, special values, gradients (gradcheck and
+gradgradcheck, the fused backward against autograd of the reference), the
+out= forms, errors, and the compiler stacks."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import pytest
+import torch
+from torch import Tensor
+
+import torchplug
+
+SOFTMAX_OPS = {"softmax": (torchplug.scatter_softmax, torch.softmax),
+               "log_softmax": (torchplug.scatter_log_softmax, torch.log_softmax)}
+TOLERANCE = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2), torch.float32: (1e-5, 1e-5),
+             torch.float64: (1e-10, 1e-10)}
+
+
+def _groups(index: Tensor, src: Tensor, dim: int, n: int):
+    """(group, mask) for each group: mask of src's shape, True where src's
+    element belongs to the group (index broadcast to src along dim)."""
+    full = index
+    while full.dim() < src.dim():
+        full = full.unsqueeze(-1)
+    if index.dim() == 1:
+        shape = [1] * src.dim()
+        shape[dim] = -1
+        full = index.view(shape)
+    full = full.expand(src.shape)
+    return [(row, full == row) for row in range(n)]
+
+
+def per_source(src: Tensor, index: Tensor, dim: int, n: int, fn: Callable, fill: float = 0.0) -> Tensor:
+    """fn (a function of a 1-D group) applied to each group's values along dim,
+    column by column, in float64; `fill` where a source belongs to no group."""
+    dim %= src.dim()
+    columns = math.prod(size for d, size in enumerate(src.shape) if d != dim)
+    src64 = src.double().movedim(dim, -1).reshape(columns, src.size(dim)).cpu()
+    full = _broadcast(index, src, dim).movedim(dim, -1).reshape(columns, src.size(dim)).cpu()
+    out = torch.full_like(src64, fill)
+    for column in range(src64.size(0)):
+        for row in range(n):
+            members = full[column] == row
+            if members.any():
+                out[column, members] = fn(src64[column, members])
+    shape = list(src.shape)
+    moved = shape[:dim] + shape[dim + 1:] + [shape[dim]]
+    return out.view(moved).movedim(-1, dim)
+
+
+def per_row(src: Tensor, index: Tensor, dim: int, n: int, fn: Callable, empty: float) -> Tensor:
+    """fn (a function of a 1-D group giving a scalar) for each group and
+    column, in float64: [*, n, *]."""
+    dim %= src.dim()
+    columns = math.prod(size for d, size in enumerate(src.shape) if d != dim)
+    src64 = src.double().movedim(dim, -1).reshape(columns, src.size(dim)).cpu()
+    full = _broadcast(index, src, dim).movedim(dim, -1).reshape(columns, src.size(dim)).cpu()
+    out = torch.full((src64.size(0), n), empty, dtype=torch.float64)
+    for column in range(src64.size(0)):
+        for row in range(n):
+            members = full[column] == row
+            if members.any():
+                out[column, row] = fn(src64[column, members])
+    shape = list(src.shape)
+    moved = shape[:dim] + shape[dim + 1:] + [n]
+    return out.view(moved).movedim(-1, dim)
+
+
+def _broadcast(index: Tensor, src: Tensor, dim: int) -> Tensor:
+    if index.dim() == 1:
+        shape = [1] * src.dim()
+        shape[dim] = -1
+        return index.view(shape).expand(src.shape)
+    full = index
+    while full.dim() < src.dim():
+        full = full.unsqueeze(-1)
+    return full.expand(src.shape)
+
+
+def _std(unbiased: bool) -> Callable:
+    return lambda g: g.std(unbiased=unbiased) if g.numel() > 1 or not unbiased else torch.tensor(0.0,
+                                                                                               dtype=g.dtype)
+
+
+def cases(device: str, dtype: torch.dtype, g: torch.Generator):
+    """(src, index, dim, n, desc): the shape classes."""
+    def v(shape):
+        return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype).to(device)
+
+    def i(shape, n):
+        return torch.randint(0, n, shape, generator=g).to(device)
+
+    long_index = torch.cat([torch.zeros(1500, dtype=torch.long), torch.randint(1, 4, (500,), generator=g)])
+    return [
+        (v((37,)), i((37,), 9), 0, 10, "1-D, an empty group"),
+        (v((50, 8)), i((50,), 11), 0, 11, "2-D"),
+        (v((3, 40, 5)), i((40,), 6), -2, 6, "3-D negative dim"),
+        (v((7, 50)), i((50,), 11), -1, 12, "dim -1"),
+        (v((4, 30)), i((4, 30), 8), 1, 8, "full index"),
+        (v((4, 30, 3)), i((4, 30), 8), 1, 8, "broadcast index [B, E]"),
+        (v((7, 50)).t(), i((50,), 11), 0, 11, "non-contiguous"),
+        (v((2000, 4)), long_index[torch.randperm(2000, generator=g)].to(device), 0, 4, "a group of 1500, unsorted"),
+        (v((2000, 4)), long_index.sort().values.to(device), 0, 4, "a group of 1500, sorted"),
+        (v((0, 3)), i((0,), 4), 0, 4, "empty src"),
+    ]
+
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", list(SOFTMAX_OPS))
+def test_softmax_matches_each_groups(name: str, dtype: torch.dtype, device: str) -> None:
+    ours, theirs = SOFTMAX_OPS[name]
+    g = torch.Generator().manual_seed(0)
+    for src, index, dim, n, desc in cases(device, dtype, g):
+        got = ours(src, index, dim, n)
+        want = per_source(src, index, dim, n, lambda t: theirs(t, 0))
+        assert got.dtype == dtype and got.shape == src.shape and got.device == src.device, desc
+        torch.testing.assert_close(got.double().cpu(), want, rtol=TOLERANCE[dtype][0], atol=TOLERANCE[dtype][1],
+                                   msg=lambda m: f"{desc}: {m}")
+        default_size = ours(src, index, dim)
+        torch.testing.assert_close(default_size, got, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_logsumexp_and_std_match_each_groups(dtype: torch.dtype, device: str) -> None:
+    g = torch.Generator().manual_seed(1)
+    rtol, atol = TOLERANCE[dtype]
+    for src, index, dim, n, desc in cases(device, dtype, g):
+        got = torchplug.scatter_logsumexp(src, index, dim, dim_size=n)
+        want = per_row(src, index, dim, n, lambda t: t.logsumexp(0), 0.0)
+        torch.testing.assert_close(got.double().cpu(), want, rtol=rtol, atol=atol, msg=lambda m: f"{desc}: {m}")
+        for unbiased in (True, False):
+            got = torchplug.scatter_std(src, index, dim, dim_size=n, unbiased=unbiased)
+            want = per_row(src, index, dim, n, _std(unbiased), 0.0)
+            torch.testing.assert_close(got.double().cpu(), want, rtol=rtol, atol=atol,
+                                       msg=lambda m: f"{desc} unbiased={unbiased}: {m}")
+
+
+def test_softmax_csr_matches_each_segment(device: str) -> None:
+    torch.manual_seed(0)
+    lengths = torch.tensor([3, 0, 1500, 7, 1, 0, 20])
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]).to(device)
+    index = torch.repeat_interleave(torch.arange(len(lengths)), lengths).to(device)
+    for shape, dim in (((int(lengths.sum()), 4), 0), ((3, int(lengths.sum())), 1), ((2, int(lengths.sum()), 2), -2)):
+        src = torch.randn(shape, dtype=torch.float64, device=device)
+        want = per_source(src, index, dim, len(lengths), lambda t: t.softmax(0))
+        torch.testing.assert_close(torchplug.softmax_csr(src, indptr, dim).cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_special_values(dtype: torch.dtype, device: str) -> None:
+    """-inf groups give 0 (log: -inf), never NaN; exp(-1000) underflows to an
+    exact 0 that stays 0; a NaN or a +inf poisons its group alone, as in torch.softmax."""
+    inf, nan = float("inf"), float("nan")
+    src = torch.tensor([-inf, -inf, 0.0, -1000.0, 1.0, nan, 2.0, inf, 3.0, 5.0], dtype=dtype, device=device)
+    index = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3, 4, 5], device=device)
+    n = 7  # group 6 empty
+    for name, (ours, theirs) in SOFTMAX_OPS.items():
+        got = ours(src, index, 0, n).cpu()
+        want = per_source(src, index, 0, n, lambda t: theirs(t, 0)).to(dtype)
+        want[:2] = 0.0 if name == "softmax" else -inf  # torch gives NaN for an all -inf row
+        torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"{name}: {m}")
+    assert torchplug.scatter_softmax(src, index, 0, n)[3].item() == 0.0
+    lse = torchplug.scatter_logsumexp(src, index, 0, dim_size=n).cpu()
+    torch.testing.assert_close(lse, torch.tensor([0.0, 0.0, nan, inf, 3.0, 5.0, 0.0], dtype=dtype), equal_nan=True)
+    std = torchplug.scatter_std(src, index, 0, dim_size=n).cpu()
+    assert std[0].isnan() and std[1].item() == pytest.approx(1000.0 / 2 ** 0.5) and std[2].isnan()
+    assert std[3].isnan() and std[4].item() == 0.0 and std[6].item() == 0.0
+
+
+def test_std_is_stable_far_from_zero(device: str) -> None:
+    """float32 values of spread 1 about 1000: the sum of squares minus the
+    square of the sum cancels six of float32's seven digits (a few percent
+    off); Welford's update keeps the spread to about 1e-4."""
+    torch.manual_seed(0)
+    src = (torch.randn(4000, 3, dtype=torch.float64) + 1e3).float()
+    index = torch.randint(0, 10, (4000,))
+    got = torchplug.scatter_std(src.to(device), index.to(device), 0, dim_size=10).double().cpu()
+    want = per_row(src, index, 0, 10, _std(True), 0.0)
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=0)
+
+
+def test_logsumexp_into_out(device: str) -> None:
+    torch.manual_seed(0)
+    src = torch.randn(30, 4, dtype=torch.float64, device=device)
+    index = torch.randint(0, 5, (30,), device=device)
+    out = torch.randn(6, 4, dtype=torch.float64, device=device)  # row 5 empty
+    before = out.clone()
+    result = torchplug.scatter_logsumexp(src, index, 0, out=out)
+    assert result is out
+    groups = torchplug.scatter_logsumexp(src, index, 0, dim_size=6)
+    want = torch.stack([groups, before]).logsumexp(0)
+    want[5] = before[5]
+    torch.testing.assert_close(out, want)
+
+
+def test_std_into_out(device: str) -> None:
+    src = torch.randn(30, 4, dtype=torch.float64, device=device)
+    index = torch.randint(0, 5, (30,), device=device)
+    out = torch.full((5, 4), 7.0, dtype=torch.float64, device=device)
+    assert torchplug.scatter_std(src, index, 0, out=out) is out
+    torch.testing.assert_close(out, torchplug.scatter_std(src, index, 0, dim_size=5))
+
+
+GRAD_OPS = {
+    "softmax": lambda s, i, d, n: torchplug.scatter_softmax(s, i, d, n),
+    "log_softmax": lambda s, i, d, n: torchplug.scatter_log_softmax(s, i, d, n),
+    "logsumexp": lambda s, i, d, n: torchplug.scatter_logsumexp(s, i, d, dim_size=n),
+    "std": lambda s, i, d, n: torchplug.scatter_std(s, i, d, dim_size=n),
+    "std biased": lambda s, i, d, n: torchplug.scatter_std(s, i, d, dim_size=n, unbiased=False),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAD_OPS))
+def test_gradcheck_and_gradgradcheck(name: str, device: str) -> None:
+    g = torch.Generator().manual_seed(2)
+    fn = GRAD_OPS[name]
+    for shape, index_shape, dim in (((12, 3), (12,), 0), ((3, 12), (3, 12), 1), ((2, 10, 2), (2, 10), 1)):
+        src = torch.randn(shape, generator=g, dtype=torch.float64).to(device).requires_grad_()
+        index = torch.randint(0, 4, index_shape, generator=g).to(device)
+        torch.autograd.gradcheck(lambda s: fn(s, index, dim, 5), (src,))
+        torch.autograd.gradgradcheck(lambda s: fn(s, index, dim, 5), (src,))
+
+
+def test_softmax_csr_gradients(device: str) -> None:
+    src = torch.randn(12, 3, dtype=torch.float64, device=device, requires_grad=True)
+    indptr = torch.tensor([0, 4, 4, 9, 12], device=device)
+    torch.autograd.gradcheck(lambda s: torchplug.softmax_csr(s, indptr), (src,))
+    torch.autograd.gradgradcheck(lambda s: torchplug.softmax_csr(s, indptr), (src,))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", list(SOFTMAX_OPS))
+def test_fused_backward_matches_autograd_of_reference(name: str, dtype: torch.dtype, device: str) -> None:
+    ours, theirs = SOFTMAX_OPS[name]
+    g = torch.Generator().manual_seed(3)
+    for src, index, dim, n, desc in cases(device, dtype, g):
+        if src.numel() == 0:
+            continue
+        x = src.detach().requires_grad_()
+        grad = torch.randn(src.shape, generator=g, dtype=torch.float64).to(dtype).to(device)
+        ours(x, index, dim, n).backward(grad)
+        y = src.detach().double().cpu().requires_grad_()
+        (per_source(y, index.cpu(), dim, n, lambda t: theirs(t, 0)) * grad.double().cpu()).sum().backward()
+        rtol, atol = TOLERANCE[dtype]
+        torch.testing.assert_close(x.grad.double().cpu(), y.grad, rtol=rtol * 4, atol=atol * 4,
+                                   msg=lambda m: f"{desc}: {m}")
+
+
+def test_into_out_is_not_differentiable() -> None:
+    src = torch.randn(6, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="torchplug::scatter_logsumexp_: the out= form does not support"):
+        torchplug.scatter_logsumexp(src, torch.tensor([0, 1, 0, 1, 2, 2]), 0, out=torch.zeros(3, 2))
+
+
+def test_errors_name_op_and_argument() -> None:
+    src = torch.randn(6, 2)
+    index = torch.tensor([0, 1, 0, 1, 2, 2])
+    with pytest.raises(RuntimeError, match="torchplug::scatter_softmax: argument 'src'"):
+        torchplug.scatter_softmax(src.long(), index, 0)
+    with pytest.raises(IndexError, match="torchplug::scatter_std: .*index"):
+        torchplug.scatter_std(src, index, 0, dim_size=2)
+    with pytest.raises(IndexError, match="torchplug::softmax_csr: argument 'indptr' must end at src.size"):
+        torchplug.softmax_csr(src, torch.tensor([0, 2, 5]))
+    with pytest.raises(IndexError, match="torchplug::softmax_csr: argument 'indptr' must not decrease"):
+        torchplug.softmax_csr(src, torch.tensor([0, 4, 2, 6]))
+    with pytest.raises(RuntimeError, match="torchplug::scatter_log_softmax: .*index"):
+        torchplug.scatter_log_softmax(src, index.float(), 0)
+
+
+@pytest.mark.parametrize("op, args", [
+    ("scatter_softmax", lambda s, i: (s, i, 0, 4)),
+    ("scatter_log_softmax", lambda s, i: (s, i, 0, None)),
+    ("scatter_logsumexp", lambda s, i: (s, i, 0, 4)),
+    ("scatter_std", lambda s, i: (s, i, 0, 4, False)),
+    ("softmax_csr", lambda s, i: (s, torch.tensor([0, 3, 3, 8, 10], device=s.device), 0)),
+    ("scatter_softmax_backward", lambda s, i: (s.detach(), s.detach().softmax(0), i, 0, 4, False)),
+])
+def test_opcheck(op: str, args: Callable, device: str) -> None:
+    src = torch.randn(10, 3, dtype=torch.float64, device=device, requires_grad=op != "scatter_softmax_backward")
+    index = torch.tensor([0, 1, 0, 3, 1, 1, 3, 0, 2, 2], device=device)
+    torch.library.opcheck(getattr(torch.ops.torchplug, op).default, args(src, index))
+
+
+def test_compile_and_script(device: str) -> None:
+    src = torch.randn(20, 4, device=device)
+    index = torch.randint(0, 5, (20,), device=device)
+
+    def layer(s: Tensor, i: Tensor) -> Tensor:
+        return torchplug.scatter_softmax(s, i, 0, 5) * torchplug.scatter_std(s, i, 0, dim_size=5).sum()
+
+    want = layer(src, index)
+    torch.testing.assert_close(torch.compile(layer, fullgraph=True)(src, index), want)
+    scripted = torch.jit.script(torchplug.composite.scatter_logsumexp)
+    torch.testing.assert_close(scripted(src, index, 0, None, 5), torchplug.scatter_logsumexp(src, index, 0, dim_size=5))
+
+
+@pytest.mark.parametrize("name", list(SOFTMAX_OPS))
+def test_deterministic_mode_repeats_bitwise(name: str, device: str) -> None:
+    ours, _ = SOFTMAX_OPS[name]
+    torch.manual_seed(0)
+    src = torch.randn(5000, 8, device=device)
+    index = torch.cat([torch.zeros(2000, dtype=torch.long), torch.randint(0, 300, (3000,))])
+    index = index[torch.randperm(5000)].to(device)
+    try:
+        torch.use_deterministic_algorithms(True)
+        first = ours(src, index, 0, 300)
+        assert torch.equal(ours(src, index, 0, 300), first)
+        assert torch.equal(torchplug.scatter_std(src, index, 0, dim_size=300),
+                           torchplug.scatter_std(src, index, 0, dim_size=300))
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_registry_lists_the_composites() -> None:
+    ops = {op.name: op for op in torchplug.registry()}
+    for name in ("scatter_softmax", "scatter_log_softmax", "scatter_logsumexp", "scatter_std", "softmax_csr"):
+        assert ops[name].plugin == "composite" and ops[name].differentiable, name
+        assert {"CPU", "Meta"} <= set(ops[name].backends), name
+        if torchplug.with_cuda:
+            assert "CUDA" in ops[name].backends, name
+    assert not ops["scatter_softmax_backward"].differentiable
