@@ -5,6 +5,8 @@ scatters are small, so they take the atomic rows; the sanitize step runs it
 again with TORCHPLUG_SCATTER_ATOMIC_LIMIT=0 for the CSR kernels. Not a test:
 it checks nothing itself; the sanitizer's report is the result."""
 
+import sys
+
 import torch
 
 import torchplug
@@ -84,6 +86,34 @@ def segment_paths(reduce: str) -> None:
     torchplug.gather_csr(src[:7], indptr).sum().backward()
 
 
+def composite_paths() -> None:
+    """Every row program: short rows sorted and permuted, a row past the
+    long-row limit, an index of src's shape (flattened rows), out-of-range
+    values, logsumexp into out, float16 and float64, the fused backward."""
+    torch.manual_seed(2)
+    E, N = 5000, 300
+    for dtype in (torch.float32, torch.float16, torch.float64):
+        for F in (1, 3, 8, 64):
+            src = torch.randn(E, F, device="cuda").to(dtype)
+            index = torch.cat([torch.zeros(1500, dtype=torch.long), torch.randint(0, N, (E - 1500,))]).cuda()
+            index[11], index[13] = N + 2, -1
+            for order in (index, index.sort().values):
+                torchplug.scatter_softmax(src, order, 0, N)
+                torchplug.scatter_log_softmax(src, order, 0, N)
+                torchplug.scatter_logsumexp(src, order, 0, dim_size=N)
+                torchplug.scatter_logsumexp(src, order, 0, out=torch.randn(N, F, device="cuda").to(dtype))
+                torchplug.scatter_std(src, order, 0, dim_size=N)
+            full = torch.randint(-1, 40, (E, F), device="cuda")
+            torchplug.scatter_softmax(src, full, 0, 40)
+            torchplug.scatter_std(src, full, 0, dim_size=40)
+    indptr = torch.tensor([0, 3, 1503, 1510, 1510, E], device="cuda")
+    torchplug.softmax_csr(torch.randn(E, 4, device="cuda"), indptr)
+    src = torch.randn(E, 8, device="cuda", dtype=torch.float64, requires_grad=True)
+    index = torch.randint(-1, 200, (E,), device="cuda")
+    (torchplug.scatter_softmax(src, index, 0, 200) + torchplug.scatter_log_softmax(src, index, 0, 200)).sum().backward()
+    torchplug.scatter_std(src, index.clamp(0), 0, dim_size=200).sum().backward()
+
+
 def add_paths() -> None:
     for shape in ((1000003,), (7, 1001), (3, 1, 5)):
         a = torch.randn(shape, device="cuda")
@@ -93,16 +123,23 @@ def add_paths() -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["composite"]:  # the composites alone
+        composite_paths()
+        torch.cuda.synchronize()
+        print("workload done")
+        sys.exit(0)
     scatter_paths("sum", (torch.float32, torch.bfloat16, torch.float64, torch.int64), (1, 4, 16, 64, 256))
     for reduce in REDUCTIONS[1:]:
         scatter_paths(reduce, (torch.float32, torch.bfloat16, torch.int64), (1, 16, 64))
     add_paths()
     for reduce in REDUCTIONS:
         segment_paths(reduce)
+    composite_paths()
     # The ordered segments of deterministic mode (floating types only), backward included.
     torch.use_deterministic_algorithms(True)
     for reduce in REDUCTIONS:
         scatter_paths(reduce, (torch.float32, torch.bfloat16), (1, 16))
         segment_paths(reduce)
+    composite_paths()
     torch.cuda.synchronize()
     print("workload done")

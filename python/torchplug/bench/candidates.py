@@ -266,10 +266,10 @@ def _composite_lineup(workload: CompositeWorkload, device: torch.device) -> Line
                                for name, fn in forwards.items())
         return Lineup(candidates, reference="plain PyTorch")
 
-    def plain_logsumexp() -> Tensor:
-        top = src.new_empty(n, f).scatter_reduce_(0, expanded, src, "amax", include_self=False)
+    def plain_logsumexp() -> Tensor:  # an empty group: log(0) - inf, 0 as torch_scatter gives
+        top = src.new_full((n, f), float("-inf")).scatter_reduce_(0, expanded, src, "amax")
         e = (src - top.index_select(0, index)).exp()
-        return src.new_zeros(n, f).index_add_(0, index, e).log_() + top
+        return (src.new_zeros(n, f).index_add_(0, index, e).log_() + top).nan_to_num_(neginf=0.0)
 
     def plain_std() -> Tensor:
         count = src.new_zeros(n).index_add_(0, index, src.new_ones(index.numel())).clamp_(min=1).view(-1, 1)
