@@ -40,11 +40,13 @@ std::optional<c10::SymInt> sym(std::optional<int64_t> size) {
 }
 
 // values ([*, N, *]) read at each source's row, broadcast to `like`'s shape,
-// and whether the source's row lies in [0, N) (0 read where not).
+// and whether the source's row lies in [0, N) (0 read where not). N comes
+// from a forward output: under torch.compile AOTAutograd's partitioner
+// refuses a size read off a gradient.
 std::pair<at::Tensor, at::Tensor> at_rows(const char* op, const at::Tensor& values, const at::Tensor& index,
-                                          const at::Tensor& like, int64_t dim) {
+                                          const at::Tensor& like, int64_t dim, const c10::SymInt& slots) {
   const auto rows = core::broadcast(op, index, like, dim);
-  const auto inside = rows.ge(0).logical_and_(rows.lt(values.sym_size(dim)));
+  const auto inside = rows.ge(0).logical_and_(rows.lt(slots));
   const auto safe = at::where(inside, rows, 0);
   return {at::where(inside, at::gather(values, dim, safe), 0), inside};
 }
@@ -55,7 +57,7 @@ at::Tensor softmax_grad(const at::Tensor& g, const at::Tensor& y, const at::Tens
   if (!c10::GradMode::is_enabled()) return call_softmax_backward(g, y, index, dim, dim_size, log);
   constexpr const char* op = "torchplug::scatter_softmax_backward";
   const auto sums = scatter_detail::call_scatter<SumPolicy>(log ? g : g * y, index, dim, sym(dim_size));
-  const auto [at_row, inside] = at_rows(op, sums, index, g, dim);
+  const auto [at_row, inside] = at_rows(op, sums, index, g, dim, sums.sym_size(dim));
   return at::where(inside, log ? g - at::exp(y) * at_row : y * (g - at_row), 0);
 }
 
@@ -113,8 +115,9 @@ class LogSumExpFunction : public torch::autograd::Function<LogSumExpFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto &src = saved[0], &index = saved[1], &out = saved[2];
     const int64_t dim = ctx->saved_data["dim"].toInt();
-    const auto [g, inside] = at_rows(op, grads[0], index, src, dim);
-    const auto [y, unused] = at_rows(op, out, index, src, dim);
+    const auto slots = out.sym_size(dim);
+    const auto [g, inside] = at_rows(op, grads[0], index, src, dim, slots);
+    const auto [y, unused] = at_rows(op, out, index, src, dim, slots);
     return {at::where(inside, g * at::exp(src - y), 0), Variable(), Variable(), Variable()};
   }
 };
@@ -140,8 +143,8 @@ class StdFunction : public torch::autograd::Function<StdFunction> {
     const auto mean = scatter_detail::call_scatter<MeanPolicy>(src, index, dim, slots);
     const auto divisor = (ctx->saved_data["unbiased"].toBool() ? count - 1 : count).clamp_min(1);
     const auto scale = grads[0] / (divisor * at::where(out.eq(0), 1, out));
-    const auto [scale_at, inside] = at_rows(op, at::where(out.eq(0), 0, scale), index, src, dim);
-    const auto [mean_at, unused] = at_rows(op, mean, index, src, dim);
+    const auto [scale_at, inside] = at_rows(op, at::where(out.eq(0), 0, scale), index, src, dim, slots);
+    const auto [mean_at, unused] = at_rows(op, mean, index, src, dim, slots);
     return {scale_at * (src - mean_at), Variable(), Variable(), Variable(), Variable()};
   }
 };

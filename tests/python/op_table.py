@@ -21,6 +21,7 @@ import pytest
 import torch
 from torch import Tensor
 
+import composite_reference
 import torchplug
 from scatter_reference import (Reduced, assert_reduced_close, broadcast_index, reduce_grad_reference,
                                reduce_reference)
@@ -60,7 +61,9 @@ class Sample:
 @dataclass
 class OpRow:
     name: str
-    kind: str  # "elementwise", "scatter", "segment_csr", "segment_coo", "gather_csr" or "gather_coo"
+    #: "elementwise", "scatter", "segment_csr", "segment_coo", "gather_csr", "gather_coo", or a
+    #: composite: "softmax" (a value per source), "softmax_csr", "composite" (a value per group)
+    kind: str
     dtypes: tuple
     #: positions of the outputs autograd differentiates; of the int64 arg outputs
     differentiable: tuple = (0,)
@@ -112,8 +115,12 @@ class OpRow:
         inputs = tuple(leaves) + tuple(sample.inputs[len(leaves):])
         if self.kind == "elementwise":
             result = fn(*inputs)
-        elif self.kind == "scatter":
+        elif self.kind in ("scatter", "composite"):
             result = fn(inputs[0], inputs[1], sample.dim, out, sample.dim_size)
+        elif self.kind == "softmax":
+            result = fn(inputs[0], inputs[1], sample.dim, sample.dim_size)
+        elif self.kind == "softmax_csr":
+            result = fn(inputs[0], inputs[1], sample.dim)
         elif self.kind == "segment_coo":
             result = fn(inputs[0], inputs[1], out, sample.dim_size)
         else:  # segment_csr, gather_csr, gather_coo
@@ -163,7 +170,7 @@ class OpRow:
     def sizes_from_data(self, op, args: tuple) -> bool:
         """Whether the schema call `op(*args)` sizes its output by the values
         of its index or indptr (no dim_size given)."""
-        sized = {"scatter": 3, "segment_coo": 2, "gather_csr": 2}.get(self.kind)
+        sized = {"scatter": 3, "composite": 3, "segment_coo": 2, "gather_csr": 2}.get(self.kind)
         return op == self.op() and sized is not None and args[sized] is None
 
     def schema_args(self, sample: Sample, out: Optional[Tensor] = None) -> tuple[object, tuple]:
@@ -174,11 +181,12 @@ class OpRow:
             return self.op(), sample.inputs
         src, positions = sample.inputs
         if sample.out is None:
-            extra = {"scatter": (sample.dim, sample.dim_size), "segment_coo": (sample.dim_size,),
-                     "gather_csr": (None,)}.get(self.kind, ())
+            extra = {"scatter": (sample.dim, sample.dim_size), "composite": (sample.dim, sample.dim_size),
+                     "softmax": (sample.dim, sample.dim_size), "softmax_csr": (sample.dim,),
+                     "segment_coo": (sample.dim_size,), "gather_csr": (None,)}.get(self.kind, ())
             return self.op(), (src, positions) + extra
         out = sample.fresh_out() if out is None else out
-        extra = (sample.dim,) if self.kind == "scatter" else ()
+        extra = (sample.dim,) if self.kind in ("scatter", "composite") else ()
         return self.inplace_op(), (out, src, positions) + extra
 
     # ------------------------------------------------------------------ samples
@@ -194,6 +202,10 @@ class OpRow:
             positions = _indptr(N, E, g) if self.kind == "gather_csr" else _index((E,), N, g)
             return Sample((src, positions.to(device)), 0)
         src = values((E, F), dtype, self.reduce, g).to(device)
+        if self.kind == "softmax_csr":
+            return Sample((src, _indptr(N, E, g).to(device)), 0)
+        if self.kind in COMPOSITE_KINDS:
+            return Sample((src, torch.randint(0, N, (E,), generator=g).to(device)), 0, N)
         if self.kind == "segment_csr":
             return Sample((src, _indptr(N, E, g).to(device)), 0)
         if self.kind == "segment_coo":
@@ -206,6 +218,8 @@ class OpRow:
             return add_samples(device, dtype, g)
         if self.kind == "scatter":
             return scatter_samples(self.reduce, device, dtype, g)
+        if self.kind in COMPOSITE_KINDS:
+            return composite_samples(self, device, dtype, g)
         return segment_samples(self.kind, self.reduce, device, dtype, g)
 
     def grad_samples(self, device: str, seed: int = 0) -> list[Sample]:
@@ -217,6 +231,8 @@ class OpRow:
                     if all(t.dtype == torch.float64 for t in s.inputs)]
         if self.kind == "scatter":
             return scatter_grad_samples(self.reduce, device, g)
+        if self.kind in COMPOSITE_KINDS:
+            return composite_grad_samples(self.kind, device, g)
         return segment_grad_samples(self.kind, self.reduce, device, g)
 
     # ------------------------------------------------------------------ reference
@@ -226,6 +242,8 @@ class OpRow:
             a, b = sample.inputs
             return a + b
         src, positions = sample.inputs
+        if self.kind in COMPOSITE_KINDS:
+            return self.composite_reference(src, positions, sample)
         if self.kind in ("gather_csr", "gather_coo"):
             return gather_reference(self.kind, src, positions, sample.out)
         if self.kind == "segment_csr":
@@ -242,6 +260,15 @@ class OpRow:
         the row's tolerance rule (scatter_reference.assert_reduced_close;
         add and every arg: exact)."""
         context = f"{self.name} {sample!r} {context}"
+        if self.kind in COMPOSITE_KINDS:
+            src = sample.inputs[0]
+            got = outputs[0]
+            ref = self.reference(sample)
+            assert got.dtype == src.dtype and got.device == src.device and got.shape == ref.shape, context
+            rtol, atol = composite_reference.TOLERANCE[src.dtype]
+            torch.testing.assert_close(got.double().cpu(), ref.cpu(), rtol=rtol, atol=atol, equal_nan=True,
+                                       msg=lambda m: f"{context}\n{m}")
+            return
         if self.kind in ("elementwise", "gather_csr", "gather_coo"):
             assert_bitwise(outputs[0], self.reference(sample), context)
             return
@@ -264,6 +291,10 @@ class OpRow:
             a, b = sample.inputs
             return (grad.sum_to_size(a.shape).to(a.dtype), grad.sum_to_size(b.shape).to(b.dtype))
         src, positions = sample.inputs
+        if self.kind in COMPOSITE_KINDS:
+            leaf = src.detach().double().requires_grad_()
+            value = self.composite_reference(leaf, positions, sample)
+            return torch.autograd.grad(value, leaf, grad.double())
         if self.kind in ("gather_csr", "gather_coo"):
             rows, _ = csr_rows(positions, src, grad.size(positions.dim() - 1)) if self.kind == "gather_csr" \
                 else (positions, None)
@@ -285,6 +316,19 @@ class OpRow:
         g_src, g_out = reduce_grad_reference(src, positions, dim, self.reduce, grad, sample.out,
                                              sample.dim_size)
         return (g_src,) if g_out is None else (g_src, g_out)
+
+    def composite_reference(self, src: Tensor, positions: Tensor, sample: Sample) -> Tensor:
+        """The composite's float64 value (composite_reference), from `src`
+        (differentiable) and the sample's index or indptr."""
+        if self.kind == "softmax_csr":
+            rows, n = csr_rows(positions, src, src.size(sample.dim))
+            return composite_reference.softmax(src, rows.view(-1), sample.dim, n)
+        if self.kind == "softmax":
+            return composite_reference.softmax(src, positions, sample.dim, sample.dim_size,
+                                               log=self.extra.get("log", False))
+        if self.name == "scatter_logsumexp":
+            return composite_reference.logsumexp(src, positions, sample.dim, sample.dim_size, sample.out)
+        return composite_reference.std(src, positions, sample.dim, sample.dim_size)
 
 
 def _cpu(ref: Reduced) -> Reduced:
@@ -548,6 +592,40 @@ def add_samples(device: str, dtype: torch.dtype, g: torch.Generator) -> list[Sam
     ]
 
 
+COMPOSITE_KINDS = ("softmax", "softmax_csr", "composite")
+
+
+def composite_samples(row: OpRow, device: str, dtype: torch.dtype, g: torch.Generator) -> list[Sample]:
+    """The scatter shape classes for the index composites (out= only where the
+    op has an in-place form: logsumexp), and 1-D indptr classes for softmax_csr:
+    dims 0, 1 and -1, non-contiguous src, a segment past CUDA's long-row limit,
+    empty segments and sources."""
+    if row.kind != "softmax_csr":
+        return [s for s in scatter_samples(None, device, dtype, g) if s.out is None or row.inplace]
+    v = lambda shape: values(shape, dtype, None, g).to(device)  # noqa: E731
+    to = lambda t: t.to(device)  # noqa: E731
+    return [
+        Sample((v((37,)), to(_indptr(9, 37, g))), 0, desc="1-D"),
+        Sample((v((50, 7)), to(_indptr(11, 50, g))), 0, desc="2-D"),
+        Sample((v((3, 40, 5)), to(_indptr(6, 40, g))), 1, desc="3-D dim 1"),
+        Sample((v((4, 30)), to(_indptr(5, 30, g))), -1, desc="dim -1"),
+        Sample((v((7, 50)).t(), to(_indptr(11, 50, g))), 0, desc="non-contiguous"),
+        Sample((v((3000, 2)), to(torch.tensor([0, 5, 2500, 3000]))), 0, desc="long segment"),
+        Sample((v((0, 3)), to(torch.tensor([0, 0, 0]))), 0, desc="empty src"),
+    ]
+
+
+def composite_grad_samples(kind: str, device: str, g: torch.Generator) -> list[Sample]:
+    """float64 samples for gradcheck: scatter's without out=, or indptr ones."""
+    if kind != "softmax_csr":
+        return [s for s in scatter_grad_samples(None, device, g) if s.out is None]
+    v = lambda shape: torch.randn(shape, generator=g, dtype=torch.float64).to(device)  # noqa: E731
+    return [
+        Sample((v((12, 3)), _indptr(5, 12, g).to(device)), 0, desc="2-D"),
+        Sample((v((2, 10, 2)), _indptr(4, 10, g).to(device)), 1, desc="dim 1"),
+    ]
+
+
 # --------------------------------------------------------------------------- rows
 
 ROWS: list[OpRow] = [
@@ -564,6 +642,11 @@ ROWS: list[OpRow] = [
 ] + [
     OpRow("gather_csr", "gather_csr", SCATTER_DTYPES, inplace="gather_csr_"),
     OpRow("gather_coo", "gather_coo", SCATTER_DTYPES, inplace="gather_coo_"),
+    OpRow("scatter_softmax", "softmax", FLOATS),
+    OpRow("scatter_log_softmax", "softmax", FLOATS, extra={"log": True}),
+    OpRow("softmax_csr", "softmax_csr", FLOATS),
+    OpRow("scatter_logsumexp", "composite", FLOATS, inplace="scatter_logsumexp_"),
+    OpRow("scatter_std", "composite", FLOATS),
 ]
 
 BY_NAME = {row.name: row for row in ROWS}

@@ -59,6 +59,9 @@ def _bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
     return json.loads(path.read_text()), proc.stdout
 
 
+_HAS_PYG = importlib.util.find_spec("torch_geometric") is not None
+
+
 def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
     record, stdout = _bench(tmp_path)
     assert record["device"] == "cpu"
@@ -78,6 +81,8 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
         [("segment_csr", r, f) for r in ("sum", "mean", "max") for f in (16, 64)]
         + [("segment_coo", "sum", 16), ("gather_csr", "sum", 16), ("gather_coo", "sum", 16)]
     )
+    composite = [w["params"] for w in workloads if w["op"] == "composite"]
+    assert sorted((p["kind"], p["F"]) for p in composite) == [("softmax", 8), ("softmax_fwbw", 8), ("std", 16)]
 
     for workload in workloads:
         names = {c["name"] for c in workload["candidates"]}
@@ -89,6 +94,9 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
                 assert names == _GATHER
             else:
                 assert names == _SEGMENT | {"index_add_" if params["reduce"] == "sum" else "index_reduce_"}
+        elif workload["op"] == "composite":
+            softmax = workload["params"]["kind"].startswith("softmax")
+            assert names >= {"torchplug", "plain PyTorch"} | ({"torch_geometric softmax"} if softmax and _HAS_PYG else set())
         elif workload["params"]["reduce"] != "sum":
             assert names == {"torchplug", *_OTHER_BASELINES}
         else:
