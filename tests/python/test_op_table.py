@@ -48,11 +48,12 @@ def test_out_written_in_place_and_returned(row: OpRow, dtype: torch.dtype, devic
 
 @pytest.mark.parametrize("row", rows_param())
 def test_gradcheck(row: OpRow, device: str) -> None:
+    tol = row.cuda_nondet_tol if device == "cuda" else 0.0
     for sample in row.grad_samples(device, seed=3):
         inputs, call = _differentiable_call(row, sample)
-        assert gradcheck(call, inputs), sample
+        assert gradcheck(call, inputs, nondet_tol=tol), sample
         if row.gradgrad:
-            assert gradgradcheck(call, inputs), sample
+            assert gradgradcheck(call, inputs, nondet_tol=tol), sample
 
 
 def _differentiable_call(row: OpRow, sample: Sample):
