@@ -447,3 +447,46 @@ def _chunked_reference(reduce: str, s: torch.Tensor, i: torch.Tensor, N: int) ->
     if reduce == "mean":
         return (total / count.clamp(min=1).view(empty.shape)).float()
     return torch.where(empty, torch.full_like(acc, 1.0 if reduce == "mul" else 0.0), acc)
+
+
+@large_memory
+def test_composites_past_two_to_the_31_elements() -> None:
+    """logsumexp, std and softmax over 2^31 + 48 float32 elements, in rows of
+    16 and flat (64-bit offsets), every group far past the long-row limit
+    (one block per group), against references in float64 over chunks of the
+    same device (no reference call sees 2^31 elements)."""
+    torch.manual_seed(7)
+    E, F, N = (1 << 27) + 3, 16, 4099
+    src = torch.rand(E, F, device="cuda").sub_(0.5).mul_(8)
+    chunk = 1 << 24
+    for s in (src, src.view(-1)):
+        i = torch.randint(0, N, (s.size(0),), device="cuda")
+        shape = (N,) + tuple(s.shape[1:])
+        top = torch.full(shape, float("-inf"), device="cuda")
+        count = torch.zeros(N, device="cuda", dtype=torch.float64)
+        total = torch.zeros(shape, device="cuda", dtype=torch.float64)
+        for begin in range(0, s.size(0), chunk):
+            part, part_index = s[begin:begin + chunk], i[begin:begin + chunk]
+            top.index_reduce_(0, part_index, part, "amax", include_self=True)
+            count.index_add_(0, part_index, torch.ones_like(part_index, dtype=torch.float64))
+            total.index_add_(0, part_index, part.double())
+        mean = total / count.view((N,) + (1,) * (s.dim() - 1))
+        exp_sum = torch.zeros(shape, device="cuda", dtype=torch.float64)
+        squares = torch.zeros(shape, device="cuda", dtype=torch.float64)
+        for begin in range(0, s.size(0), chunk):
+            part, part_index = s[begin:begin + chunk].double(), i[begin:begin + chunk]
+            exp_sum.index_add_(0, part_index, (part - top[part_index]).exp())
+            squares.index_add_(0, part_index, (part - mean[part_index]).square())
+        lse = top.double() + exp_sum.log()
+        torch.testing.assert_close(torchplug.scatter_logsumexp(s, i, 0, dim_size=N).double(), lse,
+                                   rtol=1e-5, atol=1e-5)
+        std = (squares / (count.view(mean.shape) - 1)).sqrt()
+        torch.testing.assert_close(torchplug.scatter_std(s, i, 0, dim_size=N).double(), std, rtol=1e-4, atol=1e-5)
+        torch.cuda.empty_cache()
+        out = torchplug.scatter_softmax(s, i, 0, N)
+        assert out.numel() == s.numel()
+        for part in (slice(0, 1000), slice(s.size(0) - 1000, s.size(0))):
+            want = (s[part].double() - lse[i[part]]).exp()
+            torch.testing.assert_close(out[part].double(), want, rtol=1e-4, atol=1e-9)
+        del out, i, top, count, total, mean, exp_sum, squares
+        torch.cuda.empty_cache()

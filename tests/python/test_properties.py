@@ -623,3 +623,32 @@ def test_segment_matches_reference(row: OpRow, case: dict, device: str) -> None:
         sample = Sample((src, positions.to(device)), dim_size=n)
     row.check(row.call(sample), sample)
 
+
+
+# --------------------------------------------------------------------------- composites
+
+COMPOSITE_ROWS = [row for row in ROWS if row.kind in ("softmax", "composite")]
+
+
+@pytest.mark.parametrize("row", rows_param(COMPOSITE_ROWS))
+@settings(max_examples=150, **PROPERTY)
+@given(case=scatter_cases(index_kinds=("1d", "full", "broadcast")).filter(
+    lambda c: c["dtype"].is_floating_point))
+def test_composite_matches_reference(row: OpRow, case: dict, device: str) -> None:
+    """Every composite over any shape, dim, index kind, distribution and
+    layout against composite_reference (float64 plain PyTorch), within its
+    dtype's tolerance; softmax's groups sum to 1 and its values lie in [0, 1]."""
+    src, index, dim_size, out = build_scatter_inputs(case, device)
+    if not row.inplace:
+        out = None
+    sample = Sample((src, index), case["dim"], dim_size if out is None and case["pass_dim_size"] else None, out,
+                    f"{case}")
+    outputs = row.call(sample)
+    row.check(outputs, sample)
+    if row.name == "scatter_softmax" and src.numel() > 0:
+        y = outputs[0].double()
+        assert bool(((y >= 0) & (y <= 1)).all()), case
+        totals = torchplug.scatter_sum(y, index, case["dim"], dim_size=dim_size)
+        members = torchplug.scatter_sum(torch.ones_like(y), index, case["dim"], dim_size=dim_size)
+        rtol = 1e-2 if src.dtype in (torch.float16, torch.bfloat16) else 1e-5
+        torch.testing.assert_close(totals[members > 0], torch.ones_like(totals[members > 0]), rtol=rtol, atol=rtol)
