@@ -470,7 +470,8 @@ def test_composites_past_two_to_the_31_elements() -> None:
             top.index_reduce_(0, part_index, part, "amax", include_self=True)
             count.index_add_(0, part_index, torch.ones_like(part_index, dtype=torch.float64))
             total.index_add_(0, part_index, part.double())
-        mean = total / count.view((N,) + (1,) * (s.dim() - 1))
+        members = count.view((N,) + (1,) * (s.dim() - 1))
+        mean = total / members
         exp_sum = torch.zeros(shape, device="cuda", dtype=torch.float64)
         squares = torch.zeros(shape, device="cuda", dtype=torch.float64)
         for begin in range(0, s.size(0), chunk):
@@ -480,7 +481,7 @@ def test_composites_past_two_to_the_31_elements() -> None:
         lse = top.double() + exp_sum.log()
         torch.testing.assert_close(torchplug.scatter_logsumexp(s, i, 0, dim_size=N).double(), lse,
                                    rtol=1e-5, atol=1e-5)
-        std = (squares / (count.view(mean.shape) - 1)).sqrt()
+        std = (squares / (members - 1)).sqrt()
         torch.testing.assert_close(torchplug.scatter_std(s, i, 0, dim_size=N).double(), std, rtol=1e-4, atol=1e-5)
         torch.cuda.empty_cache()
         out = torchplug.scatter_softmax(s, i, 0, N)
