@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import List, NamedTuple, Optional
 
 import torch
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import torchplug
-from gcn import accuracy, make_task, positive_int
+from gcn import common_parser, make_task, positive_int, train
 
 #: The karate run fails when its final accuracy on all nodes is below this.
 MIN_KARATE_ACC: float = 0.8
@@ -91,60 +90,23 @@ class GAT(nn.Module):
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    has_cuda = torch.cuda.is_available() and torchplug.with_cuda
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--synthetic", type=positive_int, metavar="N",
-                        help="train on random_graph(N) instead of the karate club")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if has_cuda else "cpu")
-    parser.add_argument("--epochs", type=positive_int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--hidden", type=positive_int, default=8)
+    """Command-line options; see the module docstring."""
+    parser = common_parser(__doc__.split("\n\n")[0], hidden=8, lr=0.005)
     parser.add_argument("--heads", type=positive_int, default=8)
-    parser.add_argument("--lr", type=float, default=0.005)
-    parser.add_argument("--weight-decay", type=float, default=5e-4)
     return parser.parse_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Trains, prints one line per epoch (with its time) and a final line; returns the exit status."""
+    """Trains, prints one line per epoch (with its step time) and a final line; returns the exit status."""
     args = parse_args(argv)
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
     task = make_task(args.synthetic, args.seed, device)
-    y = task.graph.y
     edges = with_self_loops(task.graph.edge_index, task.graph.num_nodes)
     model = GAT(task.x.size(1), args.hidden, args.heads, task.graph.num_classes).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     print(f"{task.name}: {task.graph.num_nodes} nodes, {task.graph.edge_index.size(1)} directed "
           f"edges, {task.graph.num_classes} classes, {args.heads} heads, device {device}")
-
-    start = time.perf_counter()
-    loss_value, eval_acc = float("nan"), 0.0
-    for epoch in range(1, args.epochs + 1):
-        epoch_start = time.perf_counter()
-        model.train()
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(task.x, edges)[task.train], y[task.train])
-        loss.backward()
-        optimizer.step()
-        loss_value = loss.item()
-        step_ms = (time.perf_counter() - epoch_start) * 1e3
-
-        model.eval()
-        with torch.no_grad():
-            logits = model(task.x, edges)
-        train_acc = accuracy(logits, y, task.train)
-        eval_acc = accuracy(logits, y, task.evaluate)
-        print(f"epoch {epoch:4d}  loss {loss_value:.4f}  train {train_acc:.3f}  "
-              f"{task.eval_name} {eval_acc:.3f}  step {step_ms:.2f} ms")
-    elapsed = time.perf_counter() - start
-
-    print(f"final: loss={loss_value:.4f} acc={eval_acc:.4f} time={elapsed:.2f}s")
-    if args.synthetic is None and eval_acc < MIN_KARATE_ACC:
-        print(f"karate accuracy {eval_acc:.4f} is below the sanity threshold {MIN_KARATE_ACC}",
-              file=sys.stderr)
-        return 1
-    return 0
+    return train(model, task, edges, args, MIN_KARATE_ACC)
 
 
 if __name__ == "__main__":

@@ -51,17 +51,24 @@ struct CompositeEntries {
     return r.p.out;
   }
 
-  static at::Tensor logsumexp(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                              std::optional<c10::SymInt> dim_size) {
-    constexpr const char* op = "torchplug::scatter_logsumexp";
+  // The reducing programs: one result per group.
+  template <template <typename> class Program>
+  static at::Tensor reduce(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                           std::optional<c10::SymInt> dim_size, bool option) {
     core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
     Kernels::check(op, src);
     const c10::DeviceGuard guard(src.device());
     std::optional<int64_t> size;
     if (dim_size) size = dim_size->expect_int();
     const RowsProblem r = plan_reduce(op, src, index, dim, size);
-    Kernels::template run<core::LogSumExpProgram>(r, false);
+    Kernels::template run<Program>(r, option);
     return r.p.out;
+  }
+
+  static at::Tensor logsumexp(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                              std::optional<c10::SymInt> dim_size) {
+    return reduce<core::LogSumExpProgram>("torchplug::scatter_logsumexp", src, index, dim, std::move(dim_size),
+                                          false);
   }
 
   static void logsumexp_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index, int64_t dim) {
@@ -75,16 +82,8 @@ struct CompositeEntries {
   }
 
   static at::Tensor standard_deviation(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                        std::optional<c10::SymInt> dim_size, bool unbiased) {
-    constexpr const char* op = "torchplug::scatter_std";
-    core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
-    Kernels::check(op, src);
-    const c10::DeviceGuard guard(src.device());
-    std::optional<int64_t> size;
-    if (dim_size) size = dim_size->expect_int();
-    const RowsProblem r = plan_reduce(op, src, index, dim, size);
-    Kernels::template run<core::StdProgram>(r, unbiased);
-    return r.p.out;
+                                       std::optional<c10::SymInt> dim_size, bool unbiased) {
+    return reduce<core::StdProgram>("torchplug::scatter_std", src, index, dim, std::move(dim_size), unbiased);
   }
 
   static void register_all(torch::Library& m) {

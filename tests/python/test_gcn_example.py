@@ -62,7 +62,7 @@ def test_synthetic_trains() -> None:
 
 def test_cpu_runs_are_deterministic() -> None:
     def without_time(stdout: str) -> List[str]:
-        return [re.sub(r" time=\S+", "", line) for line in stdout.splitlines()]
+        return [re.sub(r" time=\S+| step \S+ ms", "", line) for line in stdout.splitlines()]
 
     args = ("--epochs", "20", "--device", "cpu", "--seed")
     first, second, other = run_example(*args, "3"), run_example(*args, "3"), run_example(*args, "4")
