@@ -19,10 +19,12 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
 #include <torch/library.h>
 
 #include <string>
@@ -76,7 +78,10 @@ c10::OperatorHandle find_op(const char* name) {
 }  // namespace
 
 at::Tensor csr_rows(const at::Tensor& indptr, int64_t E) {
-  return scatter_detail::rows_of_positions(indptr.view({1, -1}), E);
+  const auto rows = scatter_detail::rows_of_positions(indptr.view({1, -1}), E);
+  // Positions before indptr[0] (a malformed indptr outside checked mode) are in no group.
+  const auto before = at::arange(E, indptr.options()).lt(indptr[0]);
+  return at::where(before, indptr.size(0) - 1, rows);
 }
 
 RowsProblem plan_emit(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,

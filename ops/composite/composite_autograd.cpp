@@ -15,6 +15,7 @@
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
 
+#include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/exp.h>
@@ -95,7 +96,7 @@ class SoftmaxCsrFunction : public torch::autograd::Function<SoftmaxCsrFunction> 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const int64_t dim = ctx->saved_data["dim"].toInt();
-    const auto rows = csr_rows(saved[0], grads[0].size(dim));
+    const auto rows = csr_rows(saved[0], saved[1].size(dim));
     return {softmax_grad(grads[0], saved[1], rows, dim, saved[0].size(0) - 1, false), Variable(), Variable()};
   }
 };
@@ -139,13 +140,17 @@ class StdFunction : public torch::autograd::Function<StdFunction> {
     const auto &src = saved[0], &index = saved[1], &out = saved[2];
     const int64_t dim = ctx->saved_data["dim"].toInt();
     const auto slots = out.sym_size(dim);
-    const auto count = scatter_detail::call_scatter<SumPolicy>(at::ones_like(src), index, dim, slots);
-    const auto mean = scatter_detail::call_scatter<MeanPolicy>(src, index, dim, slots);
+    // In the math type: a float16 count is inf past 65504 members.
+    const auto math = at::toOpMathType(src.scalar_type());
+    const auto x = src.to(math);
+    const auto y = out.to(math);
+    const auto count = scatter_detail::call_scatter<SumPolicy>(at::ones_like(x), index, dim, slots);
+    const auto mean = scatter_detail::call_scatter<MeanPolicy>(x, index, dim, slots);
     const auto divisor = (ctx->saved_data["unbiased"].toBool() ? count - 1 : count).clamp_min(1);
-    const auto scale = grads[0] / (divisor * at::where(out.eq(0), 1, out));
-    const auto [scale_at, inside] = at_rows(op, at::where(out.eq(0), 0, scale), index, src, dim, slots);
+    const auto scale = grads[0].to(math) / (divisor * at::where(y.eq(0), 1, y));
+    const auto [scale_at, inside] = at_rows(op, at::where(y.eq(0), 0, scale), index, src, dim, slots);
     const auto [mean_at, unused] = at_rows(op, mean, index, src, dim, slots);
-    return {scale_at * (src - mean_at), Variable(), Variable(), Variable(), Variable()};
+    return {(scale_at * (x - mean_at)).to(src.scalar_type()), Variable(), Variable(), Variable(), Variable()};
   }
 };
 

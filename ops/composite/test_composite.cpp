@@ -41,7 +41,9 @@ at::Tensor per_row(const at::Tensor& src, const at::Tensor& index, int64_t n, F 
 
 struct Composite : ::testing::Test {
   at::Tensor src = torch::randn({40, 5}, torch::kDouble);
-  at::Tensor index = torch::randint(0, 7, {40}, torch::kLong);
+  // Every group 0 .. 6 non-empty, in random order.
+  at::Tensor index = torch::cat({torch::arange(7), torch::randint(0, 7, {33}, torch::kLong)})
+                         .index_select(0, torch::randperm(40));
   int64_t n = 8;  // row 7 stays empty
 };
 

@@ -329,3 +329,52 @@ def test_registry_lists_the_composites() -> None:
         if torchplug.with_cuda:
             assert "CUDA" in ops[name].backends, name
     assert not ops["scatter_softmax_backward"].differentiable
+
+
+def test_large_groups_stay_accurate(device: str) -> None:
+    """2^21 values in one group: softmax still sums to 1 and logsumexp and std
+    match float64 (a sequential float32 pass would drift by about 1e-4)."""
+    torch.manual_seed(0)
+    src = torch.rand(1 << 21, dtype=torch.float64).mul_(-4)
+    index = torch.zeros(src.numel(), dtype=torch.long)
+    x, i = src.float().to(device), index.to(device)
+    assert abs(torchplug.scatter_softmax(x, i, 0, 1).double().sum().item() - 1) < 1e-5
+    want = src.float().double()
+    torch.testing.assert_close(torchplug.scatter_logsumexp(x, i, 0, dim_size=1).double().cpu(),
+                               want.logsumexp(0, keepdim=True), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(torchplug.scatter_std(x, i, 0, dim_size=1).double().cpu(),
+                               want.std().view(1), rtol=1e-5, atol=1e-6)
+
+
+def test_std_out_is_checked() -> None:
+    src, index = torch.randn(6, 2), torch.tensor([0, 1, 0, 1, 2, 2])
+    with pytest.raises(RuntimeError, match="torchplug::scatter_std: argument 'out' of shape"):
+        torchplug.scatter_std(src, index, 0, out=torch.zeros(3, 2, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="torchplug::scatter_std: argument 'out' has 3 dimensions"):
+        torchplug.scatter_std(src, index, 0, out=torch.zeros(3, 2, 1))
+
+
+def test_values_outside_every_group_on_cuda(cuda_device: str) -> None:
+    """Outside checked mode a CUDA source whose index names no group is in
+    none: softmax 0, log_softmax -inf, no share in logsumexp or std, a zero gradient."""
+    torch.manual_seed(0)
+    src = torch.randn(40, 3, dtype=torch.float64, device=cuda_device)
+    index = torch.randint(0, 5, (40,), device=cuda_device)
+    bad = torch.zeros(40, dtype=torch.bool, device=cuda_device)
+    bad[::7] = True
+    index = torch.where(bad, torch.where(torch.arange(40, device=cuda_device) % 2 == 0, -1, 9), index)
+    kept_src, kept_index = src[~bad], index[~bad]
+    with torchplug.checked(False):
+        soft = torchplug.scatter_softmax(src, index, 0, 5)
+        assert bool((soft[bad] == 0).all()) and bool((torchplug.scatter_log_softmax(src, index, 0, 5)[bad] == -inf).all())
+        torch.testing.assert_close(soft[~bad], torchplug.scatter_softmax(kept_src, kept_index, 0, 5))
+        torch.testing.assert_close(torchplug.scatter_logsumexp(src, index, 0, dim_size=5),
+                                   torchplug.scatter_logsumexp(kept_src, kept_index, 0, dim_size=5))
+        torch.testing.assert_close(torchplug.scatter_std(src, index, 0, dim_size=5),
+                                   torchplug.scatter_std(kept_src, kept_index, 0, dim_size=5))
+        leaf = src.clone().requires_grad_()
+        torchplug.scatter_log_softmax(leaf, index, 0, 5).mul(torch.randn_like(src)).sum().backward()
+        assert bool((leaf.grad[bad] == 0).all())
+
+
+inf = float("inf")

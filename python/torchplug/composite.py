@@ -74,12 +74,20 @@ def scatter_std(
     Returns:
         ``[*, N, *]`` tensor of ``src``'s dtype; 0 for an empty group.
     """
-    if out is not None:
-        if dim_size is not None and dim_size != out.size(dim):
-            raise ValueError("torchplug.scatter_std: dim_size (" + str(dim_size)
-                             + ") disagrees with out.size(dim) (" + str(out.size(dim)) + ")")
-        return out.copy_(torch.ops.torchplug.scatter_std(src, index, dim, out.size(dim), unbiased))
-    return torch.ops.torchplug.scatter_std(src, index, dim, dim_size, unbiased)
+    if out is None:
+        return torch.ops.torchplug.scatter_std(src, index, dim, dim_size, unbiased)
+    if out.dim() != src.dim():
+        raise RuntimeError("torchplug::scatter_std: argument 'out' has " + str(out.dim())
+                           + " dimensions, src " + str(src.dim()))
+    if dim_size is not None and dim_size != out.size(dim):
+        raise ValueError("torchplug.scatter_std: dim_size (" + str(dim_size)
+                         + ") disagrees with out.size(dim) (" + str(out.size(dim)) + ")")
+    result = torch.ops.torchplug.scatter_std(src, index, dim, out.size(dim), unbiased)
+    if out.dtype != result.dtype or out.shape != result.shape:
+        raise RuntimeError("torchplug::scatter_std: argument 'out' of shape " + str(list(out.shape)) + " and dtype "
+                           + str(out.dtype) + " does not match the expected " + str(list(result.shape)) + " and "
+                           + str(result.dtype))
+    return out.copy_(result)
 
 
 def softmax_csr(src: Tensor, indptr: Tensor, dim: int = 0) -> Tensor:

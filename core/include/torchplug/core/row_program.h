@@ -15,7 +15,10 @@
 //
 // plus p.none(), the value of a source whose index names no row (skipped on
 // CUDA outside checked mode). Programs are small values: runtime options
-// (unbiased, log) travel with them to the device.
+// (unbiased, log) travel with them to the device. States hold T; the values
+// passed in and out are of any floating type V, in which the exponentials are
+// taken: the CPU keeps double states over float values (one sequential pass
+// over 2^20 float32 terms would drift by 1e-4) at float's cost per exp.
 
 #include <c10/macros/Macros.h>
 
@@ -41,16 +44,16 @@ C10_HOST_DEVICE inline MaxExpSum<T> max_exp_sum_init() {
   return {-std::numeric_limits<T>::infinity(), T(0)};
 }
 
-template <typename T>
-C10_HOST_DEVICE inline void max_exp_sum_update(MaxExpSum<T>& s, T x) {
+template <typename T, typename V>
+C10_HOST_DEVICE inline void max_exp_sum_update(MaxExpSum<T>& s, V x) {
   if (x > s.max) {  // rescale what was summed against the new maximum
-    s.sum = s.sum * std::exp(s.max - x) + T(1);
+    s.sum = s.sum * static_cast<T>(std::exp(static_cast<V>(s.max - x))) + T(1);
     s.max = x;
   } else if (isnan_value(x)) {
     s.max = x;
     s.sum = x;
-  } else if (x != -std::numeric_limits<T>::infinity()) {
-    s.sum += std::exp(x - s.max);
+  } else if (x != -std::numeric_limits<V>::infinity()) {
+    s.sum += static_cast<T>(std::exp(static_cast<V>(x - s.max)));
   }
 }
 
@@ -84,7 +87,10 @@ struct SoftmaxProgram {
   bool log = false;
 
   C10_HOST_DEVICE State init() const { return max_exp_sum_init<T>(); }
-  C10_HOST_DEVICE void update(State& s, T x, T) const { max_exp_sum_update(s, x); }
+  template <typename V>
+  C10_HOST_DEVICE void update(State& s, V x, V) const {
+    max_exp_sum_update(s, x);
+  }
   C10_HOST_DEVICE void merge(State& s, const State& o) const { max_exp_sum_merge(s, o); }
   // The state becomes what emit() reads: log: (max + log(sum)); else (max, 1 / sum).
   C10_HOST_DEVICE void prepare(State& s) const {
@@ -100,8 +106,9 @@ struct SoftmaxProgram {
       s.max = empty ? T(0) : s.max;
     }
   }
-  C10_HOST_DEVICE T emit(const State& s, T x, T) const {
-    return log ? x - s.max : std::exp(x - s.max) * s.sum;
+  template <typename V>
+  C10_HOST_DEVICE V emit(const State& s, V x, V) const {
+    return log ? static_cast<V>(x - s.max) : std::exp(static_cast<V>(x - s.max)) * static_cast<V>(s.sum);
   }
   C10_HOST_DEVICE T none() const { return log ? -std::numeric_limits<T>::infinity() : T(0); }
 };
@@ -117,7 +124,10 @@ struct LogSumExpProgram {
   bool into_out = false;
 
   C10_HOST_DEVICE State init() const { return max_exp_sum_init<T>(); }
-  C10_HOST_DEVICE void update(State& s, T x, T) const { max_exp_sum_update(s, x); }
+  template <typename V>
+  C10_HOST_DEVICE void update(State& s, V x, V) const {
+    max_exp_sum_update(s, x);
+  }
   C10_HOST_DEVICE void merge(State& s, const State& o) const { max_exp_sum_merge(s, o); }
   C10_HOST_DEVICE T result(const State& s) const {
     if (s.max == -std::numeric_limits<T>::infinity()) return into_out ? s.max : T(0);
@@ -139,7 +149,9 @@ struct StdProgram {
   bool unbiased = true;
 
   C10_HOST_DEVICE State init() const { return {T(0), T(0), T(0)}; }
-  C10_HOST_DEVICE void update(State& s, T x, T) const {
+  template <typename V>
+  C10_HOST_DEVICE void update(State& s, V value, V) const {
+    const T x = value;
     s.count += T(1);
     const T delta = x - s.mean;
     s.mean += delta / s.count;
@@ -177,11 +189,16 @@ struct SoftmaxBackwardProgram {
   bool log = false;
 
   C10_HOST_DEVICE State init() const { return {T(0)}; }
-  C10_HOST_DEVICE void update(State& s, T grad, T y) const { s.sum += log ? grad : grad * y; }
+  template <typename V>
+  C10_HOST_DEVICE void update(State& s, V grad, V y) const {
+    s.sum += log ? grad : grad * y;
+  }
   C10_HOST_DEVICE void merge(State& s, const State& o) const { s.sum += o.sum; }
   C10_HOST_DEVICE void prepare(State&) const {}
-  C10_HOST_DEVICE T emit(const State& s, T grad, T y) const {
-    return log ? grad - std::exp(y) * s.sum : y * (grad - s.sum);
+  template <typename V>
+  C10_HOST_DEVICE V emit(const State& s, V grad, V y) const {
+    const V sum = static_cast<V>(s.sum);
+    return log ? grad - std::exp(y) * sum : y * (grad - sum);
   }
   C10_HOST_DEVICE T none() const { return T(0); }
 };
