@@ -40,6 +40,7 @@ from .scatter import (  # noqa: E402
     scatter_mul,
     scatter_sum,
 )
+from .spmm import spmm, spmm_max, spmm_mean, spmm_min, spmm_sum  # noqa: E402
 from .segment import (  # noqa: E402
     gather_coo,
     gather_csr,
@@ -100,6 +101,11 @@ __all__ = [
     "segment_sum_csr",
     "set_checks",
     "softmax_csr",
+    "spmm",
+    "spmm_max",
+    "spmm_mean",
+    "spmm_min",
+    "spmm_sum",
     "validates_indices",
     "with_cuda",
 ]

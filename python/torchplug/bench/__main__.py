@@ -44,7 +44,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--quick", action="store_true", help="small sizes: under a minute on a 2-core CPU"
     )
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=("scatter", "segment", "composite", "add"), help="run one op's workloads")
+    parser.add_argument("--only", choices=("scatter", "segment", "composite", "spmm", "add"), help="run one op's workloads")
     parser.add_argument(
         "--repeats",
         type=_positive,

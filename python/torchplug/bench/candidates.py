@@ -16,7 +16,8 @@ from torch import Tensor
 
 import torchplug
 
-from .workloads import AddWorkload, CompositeWorkload, ScatterWorkload, SegmentWorkload, Workload
+from .workloads import (AddWorkload, CompositeWorkload, ScatterWorkload, SegmentWorkload, SpmmWorkload,
+                        Workload)
 
 try:
     import torch_scatter
@@ -292,6 +293,45 @@ def _composite_lineup(workload: CompositeWorkload, device: torch.device) -> Line
     return Lineup(tuple(candidates), reference="plain PyTorch")
 
 
+def _spmm_lineup(workload: SpmmWorkload, device: torch.device) -> Lineup:
+    """spmm against torch.sparse.mm on the CSR tensor (cuSPARSE on CUDA; sum
+    only) and index_select followed by the best native scatter (index_add_,
+    scatter_reduce_)."""
+    x_in = workload.make_inputs(device)
+    rowptr, col, value, adj, row, x = x_in.rowptr, x_in.col, x_in.value, x_in.adj, x_in.row, x_in.x
+    n, f, reduce = workload.n, workload.f, workload.reduce
+    expanded = row.view(-1, 1).expand(-1, f)
+
+    def gathered(xs: Tensor, v: Tensor) -> Tensor:
+        messages = xs.index_select(0, col) * v.view(-1, 1)
+        if reduce == "sum":
+            return xs.new_zeros(n, f).index_add_(0, row, messages)
+        op = {"mean": "mean", "min": "amin", "max": "amax"}[reduce]
+        return xs.new_zeros(n, f).scatter_reduce_(0, expanded, messages, op, include_self=False)
+
+    def ours(xs: Tensor, v: Tensor) -> Tensor:
+        return torchplug.spmm((rowptr, col, v), xs, reduce)
+
+    forwards = {TORCHPLUG: ours, "index_select + scatter": gathered}
+    if reduce == "sum":
+        forwards["torch.sparse.mm"] = lambda xs, v: torch.sparse.mm(
+            torch.sparse_csr_tensor(rowptr, col, v, (n, n)), xs)
+    if not workload.backward:
+        candidates = tuple(Candidate(name, lambda fn=fn: fn(x, value)) for name, fn in forwards.items())
+        return Lineup(candidates, reference="index_select + scatter")
+    leaf_x, leaf_v = x.detach().requires_grad_(), value.detach().requires_grad_()
+    grad_out = torch.randn(n, f, device=device, dtype=x.dtype)
+
+    def backward_of(fn: Callable[[Tensor, Tensor], Tensor]) -> Callable[[], Tensor]:
+        def run() -> Tensor:
+            gx, gv = torch.autograd.grad(fn(leaf_x, leaf_v), (leaf_x, leaf_v), grad_out)
+            return torch.cat([gx.reshape(-1), gv])
+        return run
+
+    candidates = tuple(Candidate(name, backward_of(fn)) for name, fn in forwards.items())
+    return Lineup(candidates, reference="index_select + scatter")
+
+
 def _add_lineup(workload: AddWorkload, device: torch.device) -> Lineup:
     """torchplug.add against torch.add."""
     x = workload.make_inputs(device)
@@ -313,4 +353,6 @@ def lineup(workload: Workload, device: torch.device) -> Lineup:
         return _segment_lineup(workload, device)
     if isinstance(workload, CompositeWorkload):
         return _composite_lineup(workload, device)
+    if isinstance(workload, SpmmWorkload):
+        return _spmm_lineup(workload, device)
     return _add_lineup(workload, device)

@@ -237,6 +237,73 @@ class CompositeWorkload:
 
 
 @dataclass(frozen=True)
+class SpmmInputs:
+    """A CSR adjacency (``rowptr [N + 1]``, ``col [E]``, ``value [E]``), the
+    same as a ``torch.sparse_csr_tensor`` and as COO rows, and ``x [N, F]``."""
+
+    rowptr: Tensor
+    col: Tensor
+    value: Tensor
+    adj: Tensor
+    row: Tensor
+    x: Tensor
+
+
+@dataclass(frozen=True)
+class SpmmWorkload:
+    """``spmm_<reduce>`` of an ``N x N`` adjacency with ``E`` edges (random
+    columns; rows uniform, or ``skew``: power-law degrees with a few hubs) and
+    ``x [N, F]``; ``backward``: the sum forward plus the x and value gradients."""
+
+    op: ClassVar[str] = "spmm"
+    e: int
+    f: int
+    n: int
+    reduce: str = "sum"
+    skew: bool = False
+    backward: bool = False
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def name(self) -> str:
+        """Table label, e.g. ``spmm_sum E=10M F=64 N=1M uniform float32``."""
+        op = f"spmm_{self.reduce}" + (" fw+bw" if self.backward else "")
+        degrees = "power-law" if self.skew else "uniform"
+        return f"{op} E={count_label(self.e)} F={self.f} N={count_label(self.n)} {degrees} {dtype_label(self.dtype)}"
+
+    @property
+    def terms_per_output(self) -> float:
+        return max(1.0, self.e / math.log(self.n)) if self.skew else max(1.0, self.e / self.n)
+
+    def min_bytes(self) -> int:
+        """Gather x once per edge (E x F), read col and value, write N x F;
+        backward as much again twice (x's gradient over the transpose, value's
+        per-edge dot products)."""
+        once = self.dtype.itemsize * (self.e + self.n) * self.f + 12 * self.e
+        return 3 * once if self.backward else once
+
+    def params(self) -> dict[str, object]:
+        """The sizes, for the JSON record."""
+        return {"E": self.e, "F": self.f, "N": self.n, "reduce": self.reduce,
+                "degrees": "power-law" if self.skew else "uniform", "backward": self.backward,
+                "dtype": dtype_label(self.dtype)}
+
+    def make_inputs(self, device: torch.device) -> SpmmInputs:
+        if self.skew:  # log-uniform rows over [1, N]: density about 1 / x
+            u = torch.rand(self.e, device=device, dtype=torch.float64)
+            row = (torch.pow(float(self.n), u).long() - 1).clamp_(0, self.n - 1)
+        else:
+            row = torch.randint(0, self.n, (self.e,), device=device)
+        row = row.sort().values
+        col = torch.randint(0, self.n, (self.e,), device=device)
+        value = torch.rand(self.e, device=device, dtype=self.dtype)
+        rowptr = torch.cat([row.new_zeros(1), torch.bincount(row, minlength=self.n).cumsum(0)])
+        adj = torch.sparse_csr_tensor(rowptr, col, value, (self.n, self.n))
+        x = torch.randn(self.n, self.f, device=device, dtype=self.dtype)
+        return SpmmInputs(rowptr, col, value, adj, row, x)
+
+
+@dataclass(frozen=True)
 class AddInputs:
     """Two operands of the same shape."""
 
@@ -273,7 +340,7 @@ class AddWorkload:
         return AddInputs(a, b)
 
 
-Workload = ScatterWorkload | SegmentWorkload | CompositeWorkload | AddWorkload
+Workload = ScatterWorkload | SegmentWorkload | CompositeWorkload | SpmmWorkload | AddWorkload
 
 REDUCTIONS = ("sum", "mean", "mul", "min", "max")
 
@@ -319,6 +386,11 @@ def _gpu_profile() -> Profile:
             *(CompositeWorkload(kind, 10 * m, 8, m, sorted_index=s)
               for kind in ("softmax", "softmax_fwbw") for s in (False, True)),
             *(CompositeWorkload(kind, 10 * m, 64, m) for kind in ("logsumexp", "std")),
+            *(SpmmWorkload(e, f, n, skew=skew) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000),
+                                                               (20 * m, 16, 2 * m)) for skew in (False, True)),
+            *(SpmmWorkload(e, f, n, reduce=r) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000))
+              for r in ("mean", "min", "max")),
+            *(SpmmWorkload(e, f, n, backward=True) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000))),
             AddWorkload(2**29),
         ),
         copy_numel=2**29,
@@ -342,6 +414,7 @@ def _cpu_profile(
             *(SegmentWorkload(kind, e, 16, n) for kind in ("gather_csr", "gather_coo")),
             *(CompositeWorkload(kind, e, 8, n) for kind in ("softmax", "softmax_fwbw")),
             CompositeWorkload("std", e, 16, n),
+            *(SpmmWorkload(e, 16, n, reduce=r) for r in ("sum", "mean", "max")),
             AddWorkload(add_numel),
         ),
         copy_numel=copy_numel,

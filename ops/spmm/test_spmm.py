@@ -1,0 +1,182 @@
+"""spmm_sum, spmm_mean, spmm_min and spmm_max against plain PyTorch on the
+same inputs (the E x F messages value[k] * x[col[k]] reduced by
+scatter_reduce, the sum also as a dense matmul), on every device: shapes,
+dtypes, empty rows and graphs, a hub row past CUDA's long-row limit, the
+sparse CSR front door, gradients (gradcheck, gradgradcheck, the transposed
+sum's repeatable bits), errors, and the compiler stacks."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+import torch
+from torch import Tensor
+
+import torchplug
+
+REDUCES = ("sum", "mean", "min", "max")
+TOLERANCE = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2), torch.float32: (1e-5, 1e-5),
+             torch.float64: (1e-10, 1e-10)}
+
+
+def graph(M: int, N: int, nnz: int, g: torch.Generator, hub: int = 0):
+    """(rowptr, col): nnz random edges over M rows (some empty), `hub` more in row 0."""
+    rows = torch.randint(0, M, (nnz,), generator=g) if M > 0 else torch.zeros(0, dtype=torch.long)
+    rows = torch.cat([torch.zeros(hub, dtype=torch.long), rows]).sort().values
+    col = torch.randint(0, N, (rows.numel(),), generator=g)
+    rowptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=M).cumsum(0)])
+    return rowptr, col
+
+
+def reference(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor, reduce: str):
+    """(values in float64, arg or None): messages reduced row by row; arg the
+    first edge of the row whose message is the result, nnz when empty."""
+    M = rowptr.numel() - 1
+    x64 = x.double().cpu().reshape(x.size(0), -1)
+    rowptr, col = rowptr.cpu(), col.cpu()
+    row = torch.repeat_interleave(rowptr.diff(), output_size=col.numel())
+    weight = torch.ones(col.numel(), dtype=torch.float64) if value is None else value.double().cpu()
+    messages = weight.view(-1, 1) * x64[col]
+    F = x64.size(1)
+    op = {"sum": "sum", "mean": "mean", "min": "amin", "max": "amax"}[reduce]
+    out = torch.zeros(M, F, dtype=torch.float64).scatter_reduce(0, row.view(-1, 1).expand(-1, F), messages, op,
+                                                                 include_self=False)
+    shape = (M,) + tuple(x.shape[1:])
+    if reduce not in ("min", "max"):
+        return out.view(shape), None
+    arg = torch.full((M, F), col.numel(), dtype=torch.long)
+    for k in range(col.numel() - 1, -1, -1):
+        hit = messages[k] == out[row[k]]
+        arg[row[k]][hit] = k
+    return out.view(shape), arg.view(shape)
+
+
+def call(reduce: str, rowptr, col, value, x):
+    result = getattr(torchplug, f"spmm_{reduce}")(rowptr, col, value, x)
+    return result if isinstance(result, tuple) else (result,)
+
+
+CASES = [  # (M, N, nnz, F shape, hub, weighted)
+    (30, 20, 90, (5,), 0, True),
+    (30, 20, 90, (8,), 0, False),
+    (25, 40, 60, (), 0, True),
+    (10, 7, 40, (3, 4), 0, True),
+    (6, 2500, 50, (4,), 3000, True),
+    (12, 9, 0, (4,), 0, True),
+    (0, 5, 0, (3,), 0, False),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_matches_messages_reduced(reduce: str, dtype: torch.dtype, device: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    for M, N, nnz, shape, hub, weighted in CASES:
+        rowptr, col = graph(M, N, nnz, g, hub)
+        x = torch.randn((N,) + shape, generator=g, dtype=torch.float64).to(dtype)
+        value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(dtype) if weighted else None
+        want, want_arg = reference(rowptr, col, value, x, reduce)
+        got = call(reduce, rowptr.to(device), col.to(device), None if value is None else value.to(device),
+                   x.to(device))
+        context = f"M={M} N={N} nnz={col.numel()} x {tuple(x.shape)} weighted={weighted}"
+        assert got[0].dtype == dtype and got[0].shape == want.shape and got[0].device.type == device, context
+        rtol, atol = TOLERANCE[dtype]
+        torch.testing.assert_close(got[0].double().cpu(), want, rtol=rtol, atol=atol, msg=lambda m: f"{context}\n{m}")
+        if want_arg is not None and dtype == torch.float64:
+            assert torch.equal(got[1].cpu(), want_arg), context
+
+
+def test_sum_is_the_matrix_product(device: str) -> None:
+    torch.manual_seed(0)
+    dense = (torch.rand(60, 50) < 0.1) * torch.randn(60, 50, dtype=torch.float64)
+    adj = dense.to_sparse_csr().to(device)
+    x = torch.randn(50, 7, dtype=torch.float64, device=device)
+    torch.testing.assert_close(torchplug.spmm(adj, x), dense.to(device) @ x)
+    rowptr, col, value = adj.crow_indices(), adj.col_indices(), adj.values()
+    for reduce in REDUCES:
+        want = call(reduce, rowptr, col, value, x)[0]
+        torch.testing.assert_close(torchplug.spmm(adj, x, reduce), want, rtol=0, atol=0)
+        torch.testing.assert_close(torchplug.spmm((rowptr, col, value), x, reduce), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_gradcheck_and_gradgradcheck(reduce: str, device: str) -> None:
+    g = torch.Generator().manual_seed(1)
+    rowptr, col = graph(12, 9, 40, g)
+    rowptr, col = rowptr.to(device), col.to(device)
+    x = torch.randn(9, 3, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(device).requires_grad_()
+    fn = lambda v, x: call(reduce, rowptr, col, v, x)[0]  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (value, x))
+    assert torch.autograd.gradgradcheck(fn, (value, x))
+    unweighted = lambda x: call(reduce, rowptr, col, None, x)[0]  # noqa: E731
+    assert torch.autograd.gradcheck(unweighted, (x,))
+
+
+def test_sum_gradient_repeats_bit_for_bit(device: str) -> None:
+    """x's gradient is an spmm over the transpose (no atomics): the same bits every run."""
+    g = torch.Generator().manual_seed(2)
+    rowptr, col = graph(2000, 300, 40000, g, hub=5000)
+    x = torch.randn(300, 16, generator=g).to(device).requires_grad_()
+    value = torch.randn(col.numel(), generator=g).to(device).requires_grad_()
+    grad = torch.randn(2000, 16, generator=g).to(device)
+    rowptr, col = rowptr.to(device), col.to(device)
+    first = torch.autograd.grad(torchplug.spmm_sum(rowptr, col, value, x), (x, value), grad)
+    second = torch.autograd.grad(torchplug.spmm_sum(rowptr, col, value, x), (x, value), grad)
+    assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+    dense = torch.zeros(2000, 300, device=device).index_put_(
+        (torch.repeat_interleave(rowptr.diff()), col), value.detach(), accumulate=True)
+    torch.testing.assert_close(first[0], dense.t() @ grad, rtol=1e-4, atol=1e-4)
+
+
+def test_errors_name_op_and_argument() -> None:
+    rowptr, col, x = torch.tensor([0, 2, 3]), torch.tensor([0, 1, 1]), torch.randn(2, 3)
+    with pytest.raises(IndexError, match="torchplug::spmm_sum: argument 'col'"):
+        torchplug.spmm_sum(rowptr, torch.tensor([0, 2, 1]), None, x)
+    with pytest.raises(IndexError, match="torchplug::spmm_mean: argument 'rowptr' must end at nnz"):
+        torchplug.spmm_mean(torch.tensor([0, 2, 2]), col, None, x)
+    with pytest.raises(IndexError, match="torchplug::spmm_max: argument 'rowptr' must not decrease"):
+        torchplug.spmm_max(torch.tensor([0, 3, 2, 3]), col, None, x)
+    with pytest.raises(RuntimeError, match="torchplug::spmm_sum: argument 'value' must have x's dtype"):
+        torchplug.spmm_sum(rowptr, col, torch.ones(3, dtype=torch.float64), x)
+    with pytest.raises(RuntimeError, match="torchplug::spmm_sum: argument 'x'"):
+        torchplug.spmm_sum(rowptr, col, None, x.long())
+    with pytest.raises(ValueError, match="torchplug.spmm: argument 'reduce'"):
+        torchplug.spmm((rowptr, col, None), x, "mul")
+    with pytest.raises(TypeError, match="torchplug.spmm: argument 'adj' must be a sparse CSR tensor"):
+        torchplug.spmm(torch.eye(2), x)
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_opcheck(reduce: str, device: str) -> None:
+    g = torch.Generator().manual_seed(3)
+    rowptr, col = graph(8, 6, 20, g)
+    x = torch.randn(6, 3, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(device).requires_grad_()
+    op = getattr(torch.ops.torchplug, f"spmm_{reduce}").default
+    torch.library.opcheck(op, (rowptr.to(device), col.to(device), value, x))
+    torch.library.opcheck(op, (rowptr.to(device), col.to(device), None, x.detach()))
+
+
+def test_compile_and_script(device: str) -> None:
+    g = torch.Generator().manual_seed(4)
+    rowptr, col = (t.to(device) for t in graph(20, 10, 60, g))
+    x = torch.randn(10, 4, generator=g).to(device)
+
+    def layer(x: Tensor) -> Tensor:
+        return torchplug.spmm_mean(rowptr, col, None, x) + torchplug.spmm_max(rowptr, col, None, x)[0]
+
+    torch.testing.assert_close(torch.compile(layer, fullgraph=True)(x), layer(x))
+    scripted = torch.jit.script(torchplug.spmm_sum)
+    torch.testing.assert_close(scripted(rowptr, col, None, x), torchplug.spmm_sum(rowptr, col, None, x))
+
+
+def test_registry_lists_spmm() -> None:
+    ops = {op.name: op for op in torchplug.registry()}
+    for reduce in REDUCES:
+        info = ops[f"spmm_{reduce}"]
+        assert info.plugin == "spmm" and info.differentiable
+        assert {"CPU", "Meta"} <= set(info.backends)
+        if torchplug.with_cuda:
+            assert "CUDA" in info.backends

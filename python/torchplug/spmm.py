@@ -1,0 +1,64 @@
+"""Sparse-dense matrix products with a reduction (torch_sparse's spmm) over
+``torch.ops.torchplug``: message passing without materialising the E x F
+messages.
+
+For a CSR adjacency of ``M`` rows -- ``rowptr`` int64 ``[M + 1]``, ``col``
+int64 ``[nnz]`` (values in ``[0, N)``), ``value`` ``[nnz]`` of x's dtype or
+None (weights of 1) -- and ``x`` ``[N, *]`` (float16, bfloat16, float32,
+float64)::
+
+    out[r] = reduce over the edges k of row r of value[k] * x[col[k]]     # [M, *]
+
+An empty row holds 0. Differentiable in ``x`` and ``value``. The per-reduction
+functions are TorchScript-able; :func:`spmm` also takes a
+``torch.sparse_csr_tensor`` adjacency.
+"""
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+
+def spmm_sum(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor) -> Tensor:
+    """``A @ x``: the sum of each row's weighted messages. Returns ``[M, *]``."""
+    return torch.ops.torchplug.spmm_sum(rowptr, col, value, x)
+
+
+def spmm_mean(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor) -> Tensor:
+    """The sum over the row's number of edges. Returns ``[M, *]``."""
+    return torch.ops.torchplug.spmm_mean(rowptr, col, value, x)
+
+
+def spmm_min(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor) -> Tuple[Tensor, Tensor]:
+    """(values, arg): the smallest weighted message of each row (NaN wins) and
+    the edge holding it (the first such; ``nnz`` for an empty row)."""
+    return torch.ops.torchplug.spmm_min(rowptr, col, value, x)
+
+
+def spmm_max(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor) -> Tuple[Tensor, Tensor]:
+    """(values, arg): the largest weighted message of each row, as :func:`spmm_min`."""
+    return torch.ops.torchplug.spmm_max(rowptr, col, value, x)
+
+
+def spmm(adj: Union[Tensor, Tuple[Tensor, Tensor, Optional[Tensor]]], x: Tensor, reduce: str = "sum") -> Tensor:
+    """``reduce`` ("sum" or "add", "mean", "min", "max") of each row's weighted
+    messages; ``adj`` is a ``torch.sparse_csr_tensor`` (its values are the
+    weights) or a ``(rowptr, col, value)`` tuple. min and max give their values only."""
+    if isinstance(adj, Tensor):
+        if adj.layout != torch.sparse_csr:
+            raise TypeError(f"torchplug.spmm: argument 'adj' must be a sparse CSR tensor or (rowptr, col, value), "
+                            f"got a tensor of layout {adj.layout}")
+        rowptr, col, value = adj.crow_indices(), adj.col_indices(), adj.values()
+    else:
+        rowptr, col, value = adj
+    if reduce in ("sum", "add"):
+        return spmm_sum(rowptr, col, value, x)
+    if reduce == "mean":
+        return spmm_mean(rowptr, col, value, x)
+    if reduce == "min":
+        return spmm_min(rowptr, col, value, x)[0]
+    if reduce == "max":
+        return spmm_max(rowptr, col, value, x)[0]
+    raise ValueError(f"torchplug.spmm: argument 'reduce' must be one of 'sum', 'add', 'mean', 'min', 'max', "
+                     f"got '{reduce}'")
