@@ -114,6 +114,32 @@ def composite_paths() -> None:
     torchplug.scatter_std(src, index.clamp(0), 0, dim_size=200).sum().backward()
 
 
+def spmm_paths() -> None:
+    """Every reduction, weighted or not, over short rows, empty rows, two hub
+    rows past the long-row limit (one starting inside a chunk of edges), a
+    col outside [0, N) and a malformed rowptr outside checked mode; backward."""
+    torch.manual_seed(3)
+    M, N = 300, 200
+    rows = torch.cat([torch.zeros(3000, dtype=torch.long), torch.full((1500,), M - 1),
+                      torch.randint(0, M, (4000,))]).sort().values
+    rowptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=M).cumsum(0)]).cuda()
+    col = torch.randint(0, N, (rows.numel(),), device="cuda")
+    col[17], col[4000] = N + 5, -1
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        for F in (1, 3, 16, 64):
+            x = torch.randn(N, F, device="cuda").to(dtype)
+            value = torch.randn(col.numel(), device="cuda").to(dtype)
+            for reduce in ("sum", "mean", "min", "max"):
+                torchplug.spmm((rowptr, col, value), x, reduce)
+                torchplug.spmm((rowptr, col, None), x, reduce)
+                torchplug.spmm((torch.tensor([0, 5, 3, 9000, 40], device="cuda"), col, None), x, reduce)
+    x = torch.randn(N, 8, device="cuda", dtype=torch.float64, requires_grad=True)
+    value = torch.randn(col.numel(), device="cuda", dtype=torch.float64, requires_grad=True)
+    good = col.clamp(0, N - 1)
+    for reduce in ("sum", "mean", "max"):
+        torchplug.spmm((rowptr, good, value), x, reduce).sum().backward()
+
+
 def add_paths() -> None:
     for shape in ((1000003,), (7, 1001), (3, 1, 5)):
         a = torch.randn(shape, device="cuda")
@@ -123,8 +149,8 @@ def add_paths() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["composite"]:  # the composites alone
-        composite_paths()
+    if sys.argv[1:] in (["composite"], ["spmm"]):  # one family alone
+        {"composite": composite_paths, "spmm": spmm_paths}[sys.argv[1]]()
         torch.cuda.synchronize()
         print("workload done")
         sys.exit(0)
@@ -135,6 +161,7 @@ if __name__ == "__main__":
     for reduce in REDUCTIONS:
         segment_paths(reduce)
     composite_paths()
+    spmm_paths()
     # The ordered segments of deterministic mode (floating types only), backward included.
     torch.use_deterministic_algorithms(True)
     for reduce in REDUCTIONS:

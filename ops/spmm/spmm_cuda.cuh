@@ -6,8 +6,8 @@
 // registers and writes the row once: no atomics, no zero fill, and the x
 // rows the edges name are read as whole vectors by consecutive threads.
 // Rows with more than kLongRow edges (a power-law graph's hubs) would keep
-// one thread busy for all of them: they are flagged and left to one block
-// each, whose threads take strided edges and merge in a fixed tree. Edges
+// one thread busy for all of them: they are flagged and split into chunks of
+// kLongRow edges whose partials are combined in order (below). Edges
 // whose col lies outside [0, N) are skipped; rowptr is clamped into [0, nnz].
 // Each reduction compiles in a translation unit of its own (CMakeLists.txt).
 
@@ -18,6 +18,8 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/ceil_div.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
 #include <limits>
@@ -116,21 +118,84 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
   }
 }
 
-// One block per (long row, column vector): thread i takes edges start + i,
-// start + i + blockDim.x, ...; the block merges its threads' accumulators
-// pairwise, halving the stride (min and max keep the smallest edge holding
-// the result).
+// Long rows, split evenly: the edges are cut into chunks of kLongRow, and
+// one thread per (chunk, column vector) combines, in order, each long row's
+// edges inside its chunk into a partial. A chunk meets at most two long rows
+// (each is longer than a chunk): one covering its first edge, partial 2c, and
+// one starting inside it, partial 2c + 1. A second pass combines each long
+// row's partials in chunk order: a hub of 10^6 edges takes a thousand
+// threads, and the result has the same bits every run.
+template <typename acc_t>
+struct Partials {
+  acc_t* value;    // [2 * chunks][F]
+  int64_t* held;   // the same layout, min and max only
+  int64_t chunks;  // ceil(nnz / kLongRow)
+};
+
+// The row holding edge k: the last r with rowptr[r] <= k.
+__device__ __forceinline__ int64_t row_of_edge(const int64_t* __restrict__ rowptr, int64_t M, int64_t k) {
+  int64_t low = 0, high = M - 1;
+  while (low < high) {
+    const int64_t mid = (low + high + 1) / 2;
+    if (rowptr[mid] <= k) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return low;
+}
+
 template <typename Policy, typename scalar_t, int V, bool kWeighted>
-__global__ void spmm_long_rows_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
-                                      const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
-                                      scalar_t* __restrict__ out, int64_t* __restrict__ arg, Sizes s,
-                                      const int32_t* __restrict__ long_rows) {
+__global__ void spmm_long_partials_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
+                                          const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
+                                          Partials<at::opmath_type<scalar_t>> partials, Sizes s,
+                                          const int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
-  __shared__ acc_t merged[core::kThreadsPerBlock][V];
-  __shared__ int64_t merged_held[Policy::kHasArg ? core::kThreadsPerBlock : 1][V];
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
-  for (int64_t t = blockIdx.x; t < s.M * vectors; t += gridDim.x) {
+  TORCHPLUG_GRID_STRIDE_LOOP(t, partials.chunks * vectors) {
+    const int64_t chunk = t / vectors;
+    const int64_t offset = (t - chunk * vectors) * V;
+    const int64_t first = chunk * kLongRow, last = min(first + kLongRow, s.nnz);
+    for (int at_end = 0; at_end < 2; ++at_end) {
+      const int64_t row = row_of_edge(rowptr, s.M, at_end ? last - 1 : first);
+      int64_t start, end;
+      row_bounds(rowptr, row, s.nnz, start, end);
+      const bool starts_inside = start > first;
+      // Short rows are the row kernel's; a row covering the whole chunk is done at its first edge.
+      if (end - start <= kLongRow || (at_end && !starts_inside)) continue;
+      acc_t acc[V];
+      int64_t held[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        acc[j] = Policy::template identity<acc_t>();
+        held[j] = std::numeric_limits<int64_t>::max();
+      }
+      int64_t k = max(start, first);
+      const int64_t to = min(end, last);
+      for (; k + kEdgesInFlight <= to; k += kEdgesInFlight) {
+        add_edges<Policy, false, kEdgesInFlight, kWeighted, scalar_t, V>(acc, held, col, value, x, k, 1, s, offset);
+      }
+      for (; k < to; ++k) add_edges<Policy, false, 1, kWeighted, scalar_t, V>(acc, held, col, value, x, k, 1, s, offset);
+      const int64_t slot = (2 * chunk + (starts_inside ? 1 : 0)) * s.F + offset;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        partials.value[slot + j] = acc[j];
+        if constexpr (Policy::kHasArg) partials.held[slot + j] = held[j];
+      }
+    }
+  }
+}
+
+template <typename Policy, typename scalar_t, int V>
+__global__ void spmm_long_rows_kernel(const int64_t* __restrict__ rowptr,
+                                      Partials<at::opmath_type<scalar_t>> partials, scalar_t* __restrict__ out,
+                                      int64_t* __restrict__ arg, Sizes s, const int32_t* __restrict__ long_rows) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*long_rows == 0) return;
+  const int64_t vectors = s.F / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, s.M * vectors) {
     const int64_t row = t / vectors;
     const int64_t offset = (t - row * vectors) * V;
     int64_t start, end;
@@ -143,40 +208,17 @@ __global__ void spmm_long_rows_kernel(const int64_t* __restrict__ rowptr, const 
       acc[j] = Policy::template identity<acc_t>();
       held[j] = std::numeric_limits<int64_t>::max();
     }
-    for (int64_t k = start + threadIdx.x; k < end; k += blockDim.x) {
-      add_edges<Policy, false, 1, kWeighted, scalar_t, V>(acc, held, col, value, x, k, 1, s, offset);
-    }
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      merged[threadIdx.x][j] = acc[j];
-      if constexpr (Policy::kHasArg) merged_held[threadIdx.x][j] = held[j];
-    }
-    __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-      if (threadIdx.x < stride) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          int64_t position = 0, other = 0;
-          if constexpr (Policy::kHasArg) {
-            position = merged_held[threadIdx.x][j];
-            other = merged_held[threadIdx.x + stride][j];
-          }
-          scatter_detail::combine_at<Policy, false>(merged[threadIdx.x][j], position,
-                                                    merged[threadIdx.x + stride][j], other);
-          if constexpr (Policy::kHasArg) merged_held[threadIdx.x][j] = position;
-        }
-      }
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) {
+    const int64_t last_chunk = (end - 1) / kLongRow;
+#pragma unroll 4
+    for (int64_t chunk = start / kLongRow; chunk <= last_chunk; ++chunk) {
+      const int64_t slot = (2 * chunk + (start > chunk * kLongRow ? 1 : 0)) * s.F + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        acc[j] = merged[0][j];
-        held[j] = Policy::kHasArg ? merged_held[0][j] : 0;
+        const int64_t position = Policy::kHasArg ? partials.held[slot + j] : 0;
+        scatter_detail::combine_at<Policy, false>(acc[j], held[j], partials.value[slot + j], position);
       }
-      write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
     }
-    __syncthreads();
+    write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
   }
 }
 
@@ -194,9 +236,16 @@ void launch_spmm(const SpmmProblem& p) {
     core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, p.rowptr.const_data_ptr<int64_t>(),
                  p.col.const_data_ptr<int64_t>(), value, x, out, arg, s, flag.mutable_data_ptr<int32_t>());
     if (p.nnz > kLongRow) {
-      core::launch_one_wave(spmm_long_rows_kernel<Policy, scalar_t, V, kWeighted>, items * core::kThreadsPerBlock,
-                            p.rowptr.const_data_ptr<int64_t>(), p.col.const_data_ptr<int64_t>(), value, x, out,
-                            arg, s, flag.const_data_ptr<int32_t>());
+      using acc_t = at::opmath_type<scalar_t>;
+      const int64_t chunks = at::ceil_div<int64_t>(p.nnz, kLongRow);
+      const at::Tensor values = at::empty({2 * chunks * p.F}, p.x.options().dtype(at::toOpMathType(p.x.scalar_type())));
+      const at::Tensor helds = at::empty({Policy::kHasArg ? 2 * chunks * p.F : 0}, p.rowptr.options());
+      const Partials<acc_t> partials{values.mutable_data_ptr<acc_t>(), helds.mutable_data_ptr<int64_t>(), chunks};
+      const auto* rowptr = p.rowptr.const_data_ptr<int64_t>();
+      core::launch_one_wave(spmm_long_partials_kernel<Policy, scalar_t, V, kWeighted>, chunks * (p.F / V), rowptr,
+                            p.col.const_data_ptr<int64_t>(), value, x, partials, s, flag.const_data_ptr<int32_t>());
+      core::launch_one_wave(spmm_long_rows_kernel<Policy, scalar_t, V>, items, rowptr, partials, out, arg, s,
+                            flag.const_data_ptr<int32_t>());
     }
   });
 }

@@ -21,9 +21,12 @@ TOLERANCE = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2), torc
 
 
 def graph(M: int, N: int, nnz: int, g: torch.Generator, hub: int = 0):
-    """(rowptr, col): nnz random edges over M rows (some empty), `hub` more in row 0."""
+    """(rowptr, col): nnz random edges over M rows (some empty), `hub` more in
+    row 0 and hub / 2 more in the last row (rows past CUDA's long-row limit,
+    one starting inside a chunk of edges)."""
     rows = torch.randint(0, M, (nnz,), generator=g) if M > 0 else torch.zeros(0, dtype=torch.long)
-    rows = torch.cat([torch.zeros(hub, dtype=torch.long), rows]).sort().values
+    hubs = [torch.zeros(hub, dtype=torch.long), torch.full((hub // 2,), max(M - 1, 0), dtype=torch.long)]
+    rows = torch.cat(hubs + [rows]).sort().values
     col = torch.randint(0, N, (rows.numel(),), generator=g)
     rowptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=M).cumsum(0)])
     return rowptr, col
