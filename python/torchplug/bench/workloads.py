@@ -253,7 +253,7 @@ class SpmmInputs:
 class SpmmWorkload:
     """``spmm_<reduce>`` of an ``N x N`` adjacency with ``E`` edges (random
     columns; rows uniform, or ``skew``: power-law degrees with a few hubs) and
-    ``x [N, F]``; ``backward``: the sum forward plus the x and value gradients."""
+    ``x [N, F]``; ``backward``: the sum forward plus x's gradient."""
 
     op: ClassVar[str] = "spmm"
     e: int
@@ -277,10 +277,9 @@ class SpmmWorkload:
 
     def min_bytes(self) -> int:
         """Gather x once per edge (E x F), read col and value, write N x F;
-        backward as much again twice (x's gradient over the transpose, value's
-        per-edge dot products)."""
+        backward as much again (x's gradient over the transpose)."""
         once = self.dtype.itemsize * (self.e + self.n) * self.f + 12 * self.e
-        return 3 * once if self.backward else once
+        return 2 * once if self.backward else once
 
     def params(self) -> dict[str, object]:
         """The sizes, for the JSON record."""
