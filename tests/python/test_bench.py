@@ -83,6 +83,8 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
     )
     composite = [w["params"] for w in workloads if w["op"] == "composite"]
     assert sorted((p["kind"], p["F"]) for p in composite) == [("softmax", 8), ("softmax_fwbw", 8), ("std", 16)]
+    spmm = [w["params"] for w in workloads if w["op"] == "spmm"]
+    assert sorted(p["reduce"] for p in spmm) == ["max", "mean", "sum"]
 
     for workload in workloads:
         names = {c["name"] for c in workload["candidates"]}
@@ -94,6 +96,9 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
                 assert names == _GATHER
             else:
                 assert names == _SEGMENT | {"index_add_" if params["reduce"] == "sum" else "index_reduce_"}
+        elif workload["op"] == "spmm":
+            sparse_mm = {"torch.sparse.mm"} if workload["params"]["reduce"] == "sum" else set()
+            assert names == {"torchplug", "index_select + scatter"} | sparse_mm
         elif workload["op"] == "composite":
             softmax = workload["params"]["kind"].startswith("softmax")
             assert names >= {"torchplug", "plain PyTorch"} | ({"torch_geometric softmax"} if softmax and _HAS_PYG else set())
