@@ -2,6 +2,9 @@
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/aminmax.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
@@ -112,6 +115,18 @@ void check_index_range(const char* op, const char* arg, IndexBounds bounds, int6
   TORCH_CHECK_INDEX(bounds.max < size, op, ": argument '", arg, "' holds the value ", bounds.max,
                     ", out of range for an output of size ", size, "; expected values in [0, ",
                     size, ")");
+}
+
+void check_offsets(const char* op, const char* arg, const at::Tensor& offsets, int64_t end,
+                   const char* end_name) {
+  const int64_t n = offsets.size(0);
+  const auto facts = at::stack({offsets[0], at::lt(offsets.narrow(0, 1, n - 1), offsets.narrow(0, 0, n - 1))
+                                                .any().to(at::kLong), offsets[n - 1]}).cpu();
+  const int64_t* fact = facts.const_data_ptr<int64_t>();
+  TORCH_CHECK_INDEX(fact[0] == 0, op, ": argument '", arg, "' must start at 0, got ", fact[0]);
+  TORCH_CHECK_INDEX(fact[1] == 0, op, ": argument '", arg, "' must not decrease");
+  TORCH_CHECK_INDEX(fact[2] == end, op, ": argument '", arg, "' must end at ", end_name, " (", end, "), got ",
+                    fact[2]);
 }
 
 namespace {

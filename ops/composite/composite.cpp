@@ -18,12 +18,9 @@
 #include "torchplug/core/registry.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/any.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/lt.h>
-#include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <torch/library.h>
 
@@ -57,20 +54,6 @@ int64_t check_indptr_args(const char* op, const at::Tensor& src, const at::Tenso
   return core::normalize_dim(op, dim, src.dim());
 }
 
-// indptr starts at 0, never decreases and ends at `positions` (on the CPU
-// always, on CUDA in checked mode; one synchronisation).
-void check_indptr_values(const char* op, const at::Tensor& indptr, int64_t positions) {
-  if (!core::validates_indices(indptr.device())) return;
-  const int64_t n = indptr.size(0);
-  const auto facts = at::stack({indptr[0], at::lt(indptr.narrow(0, 1, n - 1), indptr.narrow(0, 0, n - 1))
-                                               .any().to(at::kLong), indptr[n - 1]}).cpu();
-  const int64_t* fact = facts.const_data_ptr<int64_t>();
-  TORCH_CHECK_INDEX(fact[0] == 0, op, ": argument 'indptr' must start at 0, got ", fact[0]);
-  TORCH_CHECK_INDEX(fact[1] == 0, op, ": argument 'indptr' must not decrease");
-  TORCH_CHECK_INDEX(fact[2] == positions, op, ": argument 'indptr' must end at src.size(dim) (",
-                    positions, "), got ", fact[2]);
-}
-
 c10::OperatorHandle find_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
 }
@@ -94,7 +77,9 @@ RowsProblem plan_emit(const char* op, const at::Tensor& src, const at::Tensor& i
 
 RowsProblem plan_softmax_csr(const char* op, const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
   dim = check_indptr_args(op, src, indptr, dim);
-  check_indptr_values(op, indptr, src.size(dim));
+  if (core::validates_indices(indptr.device())) {
+    core::check_offsets(op, "indptr", indptr, src.size(dim), "src.size(dim)");
+  }
   return plan_emit(op, src, csr_rows(indptr, src.size(dim)), dim, indptr.size(0) - 1);
 }
 

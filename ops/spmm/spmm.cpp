@@ -9,10 +9,7 @@
 #include "torchplug/core/registry.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/any.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/lt.h>
-#include <ATen/ops/stack.h>
 #include <torch/library.h>
 
 #include <string>
@@ -45,17 +42,10 @@ void check_args(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
 }
 
 // rowptr starts at 0, never decreases and ends at nnz; col within [0, N):
-// on the CPU always, on CUDA in checked mode (one synchronisation).
+// on the CPU always, on CUDA in checked mode.
 void check_values(const char* op, const at::Tensor& rowptr, const at::Tensor& col, int64_t N) {
   if (!core::validates_indices(rowptr.device())) return;
-  const int64_t n = rowptr.size(0);
-  const auto facts = at::stack({rowptr[0], at::lt(rowptr.narrow(0, 1, n - 1), rowptr.narrow(0, 0, n - 1))
-                                               .any().to(at::kLong), rowptr[n - 1]}).cpu();
-  const int64_t* fact = facts.const_data_ptr<int64_t>();
-  TORCH_CHECK_INDEX(fact[0] == 0, op, ": argument 'rowptr' must start at 0, got ", fact[0]);
-  TORCH_CHECK_INDEX(fact[1] == 0, op, ": argument 'rowptr' must not decrease");
-  TORCH_CHECK_INDEX(fact[2] == col.size(0), op, ": argument 'rowptr' must end at nnz = col.size(0) (",
-                    col.size(0), "), got ", fact[2]);
+  core::check_offsets(op, "rowptr", rowptr, col.size(0), "nnz = col.size(0)");
   core::check_index_range(op, "col", core::index_bounds(col), N);
 }
 

@@ -58,8 +58,12 @@ std::pair<at::Tensor, at::Tensor> gradients(const at::Tensor& rowptr, const at::
                                             const at::Tensor& x, const at::Tensor& arg, const at::Tensor& g,
                                             bool value_grad) {
   const int64_t M = rowptr.size(0) - 1, N = x.size(0), nnz = col.size(0);
-  const auto x2 = x.reshape({N, -1});
-  const auto g2 = g.reshape({M, -1});
+  const int64_t F = c10::multiply_integers(x.sizes().slice(1));
+  if (nnz == 0) {  // no message reached any row
+    return {at::zeros_like(x), value_grad ? at::zeros({0}, g.options()) : at::Tensor()};
+  }
+  const auto x2 = x.reshape({N, F});
+  const auto g2 = g.reshape({M, F});
   if constexpr (Policy::kHasArg) {
     const auto edges = arg.reshape({M, -1});
     const auto held = edges.lt(nnz);

@@ -61,8 +61,9 @@ class Sample:
 @dataclass
 class OpRow:
     name: str
-    #: "elementwise", "scatter", "segment_csr", "segment_coo", "gather_csr", "gather_coo", or a
-    #: composite: "softmax" (a value per source), "softmax_csr", "composite" (a value per group)
+    #: "elementwise", "scatter", "segment_csr", "segment_coo", "gather_csr", "gather_coo", a
+    #: composite: "softmax" (a value per source), "softmax_csr", "composite" (a value per group),
+    #: or "spmm" (inputs (x, rowptr, col, value); extra["reduce"] names the reduction)
     kind: str
     dtypes: tuple
     #: positions of the outputs autograd differentiates; of the int64 arg outputs
@@ -125,6 +126,9 @@ class OpRow:
             result = fn(inputs[0], inputs[1], sample.dim, sample.dim_size)
         elif self.kind == "softmax_csr":
             result = fn(inputs[0], inputs[1], sample.dim)
+        elif self.kind == "spmm":
+            x, rowptr, col, value = inputs
+            result = fn(rowptr, col, value, x)
         elif self.kind == "segment_coo":
             result = fn(inputs[0], inputs[1], out, sample.dim_size)
         else:  # segment_csr, gather_csr, gather_coo
@@ -183,6 +187,9 @@ class OpRow:
         fresh copy of the sample's)."""
         if self.kind == "elementwise":
             return self.op(), sample.inputs
+        if self.kind == "spmm":
+            x, rowptr, col, value = sample.inputs
+            return self.op(), (rowptr, col, value, x)
         src, positions = sample.inputs
         if sample.out is None:
             extra = {"scatter": (sample.dim, sample.dim_size), "composite": (sample.dim, sample.dim_size),
@@ -201,6 +208,8 @@ class OpRow:
         g = torch.Generator().manual_seed(seed)
         if self.kind == "elementwise":
             return Sample((values((E, F), dtype, None, g).to(device), values((F,), dtype, None, g).to(device)))
+        if self.kind == "spmm":
+            return spmm_sample(N, N, E, (F,), 0, dtype, device, g)
         if self.kind in ("gather_csr", "gather_coo"):
             src = values((N, F), dtype, None, g).to(device)
             positions = _indptr(N, E, g) if self.kind == "gather_csr" else _index((E,), N, g)
@@ -224,6 +233,8 @@ class OpRow:
             return scatter_samples(self.reduce, device, dtype, g)
         if self.kind in COMPOSITE_KINDS:
             return composite_samples(self, device, dtype, g)
+        if self.kind == "spmm":
+            return spmm_samples(device, dtype, g)
         return segment_samples(self.kind, self.reduce, device, dtype, g)
 
     def grad_samples(self, device: str, seed: int = 0) -> list[Sample]:
@@ -237,6 +248,9 @@ class OpRow:
             return scatter_grad_samples(self.reduce, device, g)
         if self.kind in COMPOSITE_KINDS:
             return composite_grad_samples(self.kind, device, g)
+        if self.kind == "spmm":
+            return [spmm_sample(12, 9, 40, (3,), 0, torch.float64, device, g),
+                    spmm_sample(6, 8, 20, (2, 2), 1500, torch.float64, device, g)]
         return segment_grad_samples(self.kind, self.reduce, device, g)
 
     # ------------------------------------------------------------------ reference
@@ -245,6 +259,8 @@ class OpRow:
         if self.kind == "elementwise":
             a, b = sample.inputs
             return a + b
+        if self.kind == "spmm":
+            return spmm_reference(*sample.inputs, self.extra["reduce"])
         src, positions = sample.inputs
         if self.kind in COMPOSITE_KINDS:
             return self.composite_reference(src, positions, sample)
@@ -264,6 +280,21 @@ class OpRow:
         the row's tolerance rule (scatter_reference.assert_reduced_close;
         add and every arg: exact)."""
         context = f"{self.name} {sample!r} {context}"
+        if self.kind == "spmm":
+            x = sample.inputs[0]
+            want, want_arg = self.reference(sample)
+            got = outputs[0]
+            assert got.dtype == x.dtype and got.device == x.device and got.shape == want.shape, context
+            rtol, atol = composite_reference.TOLERANCE[x.dtype]
+            torch.testing.assert_close(got.double().cpu(), want.cpu(), rtol=rtol, atol=atol, equal_nan=True,
+                                       msg=lambda m: f"{context}\n{m}")
+            if values_only:
+                return
+            assert len(outputs) == 1 + len(self.args), context
+            if self.args and x.dtype == torch.float64:  # float32 products may round a near tie apart
+                torch.testing.assert_close(outputs[1].cpu(), want_arg, rtol=0, atol=0,
+                                           msg=lambda m: f"{context}: arg\n{m}")
+            return
         if self.kind in COMPOSITE_KINDS:
             src = sample.inputs[0]
             got = outputs[0]
@@ -294,6 +325,11 @@ class OpRow:
         if self.kind == "elementwise":
             a, b = sample.inputs
             return (grad.sum_to_size(a.shape).to(a.dtype), grad.sum_to_size(b.shape).to(b.dtype))
+        if self.kind == "spmm":
+            x, rowptr, col, value = sample.inputs
+            leaf = x.detach().double().requires_grad_()
+            return torch.autograd.grad(spmm_reference(leaf, rowptr, col, value, self.extra["reduce"])[0], leaf,
+                                       grad.double())
         src, positions = sample.inputs
         if self.kind in COMPOSITE_KINDS:
             leaf = src.detach().double().requires_grad_()
@@ -630,6 +666,56 @@ def composite_grad_samples(kind: str, device: str, g: torch.Generator) -> list[S
     ]
 
 
+def spmm_sample(M: int, N: int, nnz: int, shape: tuple, hub: int, dtype: torch.dtype, device: str,
+                g: torch.Generator) -> Sample:
+    """spmm's inputs (x [N, *shape], rowptr, col, value): nnz random edges
+    over M rows, `hub` more in row 0 (past CUDA's long-row limit)."""
+    rows = torch.randint(0, max(M, 1), (nnz,), generator=g) if M > 0 else torch.zeros(0, dtype=torch.long)
+    rows = torch.cat([torch.zeros(hub if M > 0 else 0, dtype=torch.long), rows]).sort().values
+    col = torch.randint(0, N, (rows.numel(),), generator=g)
+    rowptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=M).cumsum(0)])
+    x = values((N,) + shape, dtype, None, g)
+    value = values((rows.numel(),), dtype, None, g)
+    return Sample(tuple(t.to(device) for t in (x, rowptr, col, value)), 0, desc=f"M={M} N={N} nnz={rows.numel()}")
+
+
+def spmm_samples(device: str, dtype: torch.dtype, g: torch.Generator) -> list[Sample]:
+    """Rows of one to many edges and empty ones, x of 1 to 3 dimensions, a hub
+    row past CUDA's long-row limit, no edges, no rows."""
+    return [
+        spmm_sample(30, 20, 90, (5,), 0, dtype, device, g),
+        spmm_sample(25, 40, 60, (), 0, dtype, device, g),
+        spmm_sample(10, 7, 40, (3, 4), 0, dtype, device, g),
+        spmm_sample(6, 2500, 50, (4,), 3000, dtype, device, g),
+        spmm_sample(12, 9, 0, (4,), 0, dtype, device, g),
+        spmm_sample(0, 5, 0, (3,), 0, dtype, device, g),
+    ]
+
+
+def spmm_reference(x: Tensor, rowptr: Tensor, col: Tensor, value: Tensor, reduce: str):
+    """(values in float64, differentiable in x; arg or None): the messages
+    value[k] * x[col[k]] reduced row by row with scatter_reduce (empty rows
+    0); arg the first edge of the row whose message is the result, nnz when
+    the row is empty."""
+    M = rowptr.numel() - 1
+    x64 = x.double().cpu().reshape(x.size(0), -1)
+    rowptr, col = rowptr.cpu(), col.cpu()
+    row = torch.repeat_interleave(rowptr.diff(), output_size=col.numel())
+    messages = value.double().cpu().view(-1, 1) * x64[col]
+    F = x64.size(1)
+    op = {"sum": "sum", "mean": "mean", "min": "amin", "max": "amax"}[reduce]
+    out = torch.zeros(M, F, dtype=torch.float64).scatter_reduce(0, row.view(-1, 1).expand(-1, F), messages, op,
+                                                                 include_self=False)
+    shape = (M,) + tuple(x.shape[1:])
+    if reduce not in ("min", "max"):
+        return out.view(shape).to(x.device), None
+    arg = torch.full((M, F), col.numel(), dtype=torch.long)
+    found = messages.detach() == out.detach()[row]
+    for k in range(col.numel() - 1, -1, -1):
+        arg[row[k]][found[k]] = k
+    return out.view(shape).to(x.device), arg.view(shape)
+
+
 # --------------------------------------------------------------------------- rows
 
 ROWS: list[OpRow] = [
@@ -651,6 +737,10 @@ ROWS: list[OpRow] = [
     OpRow("softmax_csr", "softmax_csr", FLOATS, cuda_nondet_tol=1e-12),
     OpRow("scatter_logsumexp", "composite", FLOATS, inplace="scatter_logsumexp_", cuda_nondet_tol=1e-12),
     OpRow("scatter_std", "composite", FLOATS, cuda_nondet_tol=1e-12),
+] + [
+    OpRow(f"spmm_{reduce}", "spmm", FLOATS, args=(1,) if reduce in ("min", "max") else (),
+          extra={"reduce": reduce})
+    for reduce in ("sum", "mean", "min", "max")
 ]
 
 BY_NAME = {row.name: row for row in ROWS}

@@ -52,6 +52,13 @@ IndexBounds index_bounds(const at::Tensor& index);
 // Every value lies in [0, size); the IndexError names the offending extreme.
 void check_index_range(const char* op, const char* arg, IndexBounds bounds, int64_t size);
 
+// A 1-D offsets tensor (an indptr, a CSR's rowptr) starts at 0, never
+// decreases and ends at `end` (`end_name` says what that is: "nnz =
+// col.size(0)"); an IndexError naming op and arg otherwise. Reads the values:
+// one synchronisation on a device.
+void check_offsets(const char* op, const char* arg, const at::Tensor& offsets, int64_t end,
+                   const char* end_name);
+
 // Checked mode for CUDA kernels: validate index values (one synchronising pass
 // over the index) before anything is written, and raise on a bad one. CPU
 // kernels always validate. Off by default on CUDA, where out-of-range values
