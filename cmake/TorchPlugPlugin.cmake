@@ -44,3 +44,45 @@ function(torchplug_add_plugin name)
     torchplug_add_test(test_${name} SOURCES ${PLUGIN_TESTS} LIBRARIES ${_target})
   endif()
 endfunction()
+
+# torchplug_table_rows(<var> <header>)
+#
+# The rows `_(name, Type)` of the TORCHPLUG_FOR_EACH_* table in <header> (one
+# a line), as name=Type items: the reductions an op family compiles for.
+function(torchplug_table_rows out header)
+  file(READ ${header} _text)
+  string(REGEX MATCHALL "\n  _\\([a-z_]+, [:a-zA-Z_]+\\)" _rows "${_text}")
+  set(_items)
+  foreach(_row IN LISTS _rows)
+    string(REGEX REPLACE "\n  _\\(([a-z_]+), ([:a-zA-Z_]+)\\)" "\\1=\\2" _row "${_row}")
+    list(APPEND _items ${_row})
+  endforeach()
+  set(${out} ${_items} PARENT_SCOPE)
+endfunction()
+
+# torchplug_cuda_instantiations(<var> <header> <code> <row>...)
+#
+# One CUDA translation unit per row (name=Type, or Type alone), named
+# <stem of header>_<name>.cu in the build tree: <header> included, then <code>
+# with @TYPE@ replaced by the row's type, so that nvcc builds the kernels of
+# each reduction or program in parallel. Lists the generated sources in <var>.
+function(torchplug_cuda_instantiations out header code)
+  get_filename_component(_stem ${header} NAME_WE)
+  set(_sources)
+  foreach(_row IN LISTS ARGN)
+    string(FIND "${_row}" "=" _at)
+    if(_at EQUAL -1)
+      set(_name ${_row})
+      set(_type ${_row})
+    else()
+      string(SUBSTRING "${_row}" 0 ${_at} _name)
+      math(EXPR _after "${_at} + 1")
+      string(SUBSTRING "${_row}" ${_after} -1 _type)
+    endif()
+    string(REPLACE "@TYPE@" "${_type}" _code "${code}")
+    set(_source ${CMAKE_CURRENT_BINARY_DIR}/${_stem}_${_name}.cu)
+    file(CONFIGURE OUTPUT ${_source} CONTENT "#include \"${CMAKE_CURRENT_SOURCE_DIR}/${header}\"\n\n${_code}")
+    list(APPEND _sources ${_source})
+  endforeach()
+  set(${out} ${_sources} PARENT_SCOPE)
+endfunction()
