@@ -33,7 +33,7 @@ void check_args(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
   TORCH_CHECK(x.dim() >= 1, op, ": argument 'x' must have at least one dimension");
   if (value.has_value()) {
     const at::Tensor& v = *value;
-    core::check_same_device(op, {TORCHPLUG_ARG(v), TORCHPLUG_ARG(x)});
+    core::check_same_device(op, {{"value", &v}, TORCHPLUG_ARG(x)});
     TORCH_CHECK(v.scalar_type() == x.scalar_type(), op, ": argument 'value' must have x's dtype ",
                 x.scalar_type(), ", got ", v.scalar_type());
     TORCH_CHECK(v.dim() == 1 && v.sym_size(0) == col.sym_size(0), op, ": argument 'value' of shape ",

@@ -13,6 +13,7 @@
 #include "torchplug/core/autograd.h"
 #include "torchplug/core/checks.h"
 
+#include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/ones.h>
@@ -34,17 +35,21 @@ using torch::autograd::variable_list;
 
 // The CSR's transpose for N columns: colptr [N + 1], and for each edge of
 // the transpose (the CSR's edges stably sorted by col) its row and its CSR
-// position. row_of_edge: each CSR edge's row.
+// position. row_of_edge: each CSR edge's row. Sizes stay symbolic, so that
+// torch.compile(dynamic=True) traces backward once for every graph size.
 struct Transpose {
   at::Tensor colptr, row, perm, row_of_edge;
 };
 
-Transpose transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t N) {
-  const int64_t M = rowptr.size(0) - 1;
-  const int64_t nnz = col.size(0);
+at::Tensor rows_of_edges(const at::Tensor& rowptr, const c10::SymInt& nnz) {
+  const auto M = rowptr.sym_size(0) - 1;
+  const auto degrees = rowptr.narrow_symint(0, 1, M) - rowptr.narrow_symint(0, 0, M);
+  return at::repeat_interleave_symint(degrees, std::optional<c10::SymInt>(nnz));
+}
+
+Transpose transpose(const at::Tensor& rowptr, const at::Tensor& col, const c10::SymInt& N) {
   Transpose t;
-  const auto degrees = rowptr.narrow(0, 1, M) - rowptr.narrow(0, 0, M);
-  t.row_of_edge = at::repeat_interleave(degrees, std::optional<int64_t>(nnz));  // each edge's row
+  t.row_of_edge = rows_of_edges(rowptr, col.sym_size(0));
   const auto [sorted, perm] = col.sort(/*stable=*/true, 0, false);
   t.perm = perm;
   t.row = t.row_of_edge.index_select(0, perm);
@@ -52,48 +57,64 @@ Transpose transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t N) 
   return t;
 }
 
-// x's gradient and value's (undefined where not wanted) for output gradient g.
+// x's gradient and value's (each undefined where not wanted) for output
+// gradient g, computed in the math type (a float16 degree or weight sum is
+// inf past 65504). An edge whose col lies outside [0, N), which the CUDA
+// kernels skip outside checked mode, gets no gradient and sends none.
 template <typename Policy>
 std::pair<at::Tensor, at::Tensor> gradients(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& value,
                                             const at::Tensor& x, const at::Tensor& arg, const at::Tensor& g,
-                                            bool value_grad) {
-  const int64_t M = rowptr.size(0) - 1, N = x.size(0), nnz = col.size(0);
-  const int64_t F = c10::multiply_integers(x.sizes().slice(1));
+                                            bool x_grad_wanted, bool value_grad_wanted) {
+  const auto M = rowptr.sym_size(0) - 1;
+  const auto N = x.sym_size(0);
+  const auto nnz = col.sym_size(0);
+  c10::SymInt F = 1;
+  for (const auto& size : x.sym_sizes().slice(1)) F = F * size;
   if (nnz == 0) {  // no message reached any row
-    return {at::zeros_like(x), value_grad ? at::zeros({0}, g.options()) : at::Tensor()};
+    return {x_grad_wanted ? at::zeros_like(x) : at::Tensor(),
+            value_grad_wanted ? at::zeros_symint({0}, x.options()) : at::Tensor()};
   }
-  const auto x2 = x.reshape({N, F});
-  const auto g2 = g.reshape({M, F});
+  const auto math = at::toOpMathType(x.scalar_type());
+  const auto x2 = x.reshape_symint({N, F}).to(math);
+  const auto g2 = g.reshape_symint({M, F}).to(math);
+  const auto inside = col.ge(0).logical_and_(col.lt(N));
+  const auto safe_col = at::where(inside, col, 0);
+  const auto weight = at::where(inside, value.defined() ? value.to(math) : at::ones_like(col, x2.options()), 0);
+  at::Tensor x_grad, value_grad;
   if constexpr (Policy::kHasArg) {
-    const auto edges = arg.reshape({M, -1});
-    const auto held = edges.lt(nnz);
-    const auto k = at::where(held, edges, 0);
-    const auto c = col.index_select(0, k.reshape(-1)).view_as(k);
-    const auto weight = value.defined() ? value.index_select(0, k.reshape(-1)).view_as(k) : at::ones_like(g2);
-    const auto x_grad = at::zeros_like(x2).scatter_add(0, c, at::where(held, g2 * weight, 0)).view_as(x);
-    at::Tensor value_grad_out;
-    if (value_grad) {
-      value_grad_out = at::zeros({nnz}, g.options())
-                           .index_add(0, k.reshape(-1), at::where(held, g2 * x2.gather(0, c), 0).reshape(-1));
+    const auto edges = arg.reshape_symint({M, F});
+    const auto k = at::where(edges.lt(nnz), edges, 0);
+    const auto flat = k.reshape(-1);
+    const auto held = edges.lt(nnz).logical_and_(inside.index_select(0, flat).view_as(k));
+    const auto c = safe_col.index_select(0, flat).view_as(k);
+    if (x_grad_wanted) {
+      const auto w = weight.index_select(0, flat).view_as(k);
+      x_grad = at::zeros_like(x2).scatter_add(0, c, at::where(held, g2 * w, 0));
     }
-    return {x_grad, value_grad_out};
+    if (value_grad_wanted) {
+      value_grad = at::zeros_symint({nnz}, x2.options()).index_add(0, flat, at::where(held, g2 * x2.gather(0, c), 0)
+                                                                                .reshape(-1));
+    }
   } else {
-    const Transpose t = transpose(rowptr, col, N);
-    auto weight = value.defined() ? value : at::ones({nnz}, x.options());
     at::Tensor scale;  // mean: 1 / deg(row) per edge
     if constexpr (Policy::kDividesByCount) {
-      const auto degrees = (rowptr.narrow(0, 1, M) - rowptr.narrow(0, 0, M)).clamp_min(1).to(x.scalar_type());
-      scale = degrees.reciprocal().index_select(0, t.row_of_edge);
-      weight = weight * scale;
+      const auto degrees = (rowptr.narrow_symint(0, 1, M) - rowptr.narrow_symint(0, 0, M)).clamp_min(1).to(math);
+      scale = degrees.reciprocal().index_select(0, rows_of_edges(rowptr, nnz));
     }
-    const auto x_grad = call_spmm<SumPolicy>(t.colptr, t.row, weight.index_select(0, t.perm), g2).view_as(x);
-    at::Tensor value_grad_out;
-    if (value_grad) {
-      value_grad_out = (g2.index_select(0, t.row_of_edge) * x2.index_select(0, col)).sum(1);
-      if (scale.defined()) value_grad_out = value_grad_out * scale;
+    if (x_grad_wanted) {
+      const Transpose t = transpose(rowptr, safe_col, N);
+      const auto w = scale.defined() ? weight * scale : weight;
+      x_grad = call_spmm<SumPolicy>(t.colptr, t.row, w.index_select(0, t.perm), g2);
     }
-    return {x_grad, value_grad_out};
+    if (value_grad_wanted) {
+      const auto messages = g2.index_select(0, rows_of_edges(rowptr, nnz)) * x2.index_select(0, safe_col);
+      value_grad = at::where(inside, messages.sum(1), 0);
+      if (scale.defined()) value_grad = value_grad * scale;
+    }
   }
+  if (x_grad.defined()) x_grad = x_grad.to(x.scalar_type()).view_symint(x.sym_sizes());
+  if (value_grad.defined()) value_grad = value_grad.to(x.scalar_type());
+  return {x_grad, value_grad};
 }
 
 template <typename Policy>
@@ -119,7 +140,8 @@ class SpmmFunction : public torch::autograd::Function<SpmmFunction<Policy>> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     const bool value_grad = s[2].defined() && ctx->needs_input_grad(2);
-    auto [x_grad, value_grad_out] = gradients<Policy>(s[0], s[1], s[2], s[3], s[4], grads[0], value_grad);
+    auto [x_grad, value_grad_out] =
+        gradients<Policy>(s[0], s[1], s[2], s[3], s[4], grads[0], ctx->needs_input_grad(3), value_grad);
     return {Variable(), Variable(), value_grad_out, x_grad, Variable()};
   }
 };

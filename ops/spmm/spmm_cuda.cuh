@@ -19,7 +19,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ceil_div.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 
 #include <limits>
@@ -238,8 +238,12 @@ void launch_spmm(const SpmmProblem& p) {
     if (p.nnz > kLongRow) {
       using acc_t = at::opmath_type<scalar_t>;
       const int64_t chunks = at::ceil_div<int64_t>(p.nnz, kLongRow);
-      const at::Tensor values = at::empty({2 * chunks * p.F}, p.x.options().dtype(at::toOpMathType(p.x.scalar_type())));
-      const at::Tensor helds = at::empty({Policy::kHasArg ? 2 * chunks * p.F : 0}, p.rowptr.options());
+      // Filled, so that a malformed rowptr (outside checked mode) whose long
+      // row misses a chunk's partial reads the identity, not stale memory.
+      const at::Tensor values = at::full({2 * chunks * p.F}, Policy::template identity<acc_t>(),
+                                         p.x.options().dtype(at::toOpMathType(p.x.scalar_type())));
+      const at::Tensor helds = at::full({Policy::kHasArg ? 2 * chunks * p.F : 0},
+                                        std::numeric_limits<int64_t>::max(), p.rowptr.options());
       const Partials<acc_t> partials{values.mutable_data_ptr<acc_t>(), helds.mutable_data_ptr<int64_t>(), chunks};
       const auto* rowptr = p.rowptr.const_data_ptr<int64_t>();
       core::launch_one_wave(spmm_long_partials_kernel<Policy, scalar_t, V, kWeighted>, chunks * (p.F / V), rowptr,

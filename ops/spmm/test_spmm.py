@@ -183,3 +183,43 @@ def test_registry_lists_spmm() -> None:
         assert {"CPU", "Meta"} <= set(info.backends)
         if torchplug.with_cuda:
             assert "CUDA" in info.backends
+
+
+def test_sparse_csr_shape_is_checked() -> None:
+    adj = torch.eye(3).to_sparse_csr()
+    with pytest.raises(ValueError, match="torchplug.spmm: argument 'adj' of shape"):
+        torchplug.spmm(adj, torch.randn(4, 2))
+    int32 = torch.sparse_csr_tensor(adj.crow_indices().int(), adj.col_indices().int(), adj.values(), (3, 3))
+    torch.testing.assert_close(torchplug.spmm(int32, torch.ones(3, 2)), torch.ones(3, 2))
+
+
+def test_mean_gradient_of_a_hub_in_half_precision() -> None:
+    """A float16 degree of 70000 is inf: the gradient is taken in float32."""
+    E = 70000
+    rowptr, col = torch.tensor([0, E]), torch.zeros(E, dtype=torch.long)
+    x = torch.ones(1, 2, dtype=torch.float16, requires_grad=True)
+    value = torch.ones(E, dtype=torch.float16, requires_grad=True)
+    torchplug.spmm_mean(rowptr, col, value, x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(1, 2, dtype=torch.float16), rtol=2e-3, atol=0)
+    torch.testing.assert_close(value.grad.float(), torch.full((E,), 2 / E), rtol=2e-3, atol=0)
+
+
+def test_compile_traces_backward_once_for_every_graph_size() -> None:
+    """Backward's sizes stay symbolic: three graph sizes, one compiled frame."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def step(rowptr: Tensor, col: Tensor, value: Tensor, x: Tensor) -> Tensor:
+        return torchplug.spmm_sum(rowptr, col, value, x).sum()
+
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(step, backend=counter, dynamic=True)
+    g = torch.Generator().manual_seed(5)
+    for M, N, nnz in ((10, 8, 30), (12, 9, 50), (14, 11, 70)):
+        rowptr, col = graph(M, N, nnz, g)
+        x = torch.randn(N, 3, generator=g, requires_grad=True)
+        value = torch.randn(col.numel(), generator=g, requires_grad=True)
+        compiled(rowptr, col, value, x).backward()
+        want = torch.autograd.grad(step(rowptr, col, value, x), (x, value))
+        torch.testing.assert_close((x.grad, value.grad), want)
+    torch._dynamo.reset()
+    assert counter.frame_count == 1

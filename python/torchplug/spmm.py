@@ -49,7 +49,11 @@ def spmm(adj: Union[Tensor, Tuple[Tensor, Tensor, Optional[Tensor]]], x: Tensor,
         if adj.layout != torch.sparse_csr:
             raise TypeError(f"torchplug.spmm: argument 'adj' must be a sparse CSR tensor or (rowptr, col, value), "
                             f"got a tensor of layout {adj.layout}")
-        rowptr, col, value = adj.crow_indices(), adj.col_indices(), adj.values()
+        if adj.size(1) != x.size(0):
+            raise ValueError(f"torchplug.spmm: argument 'adj' of shape {list(adj.shape)} does not match x of "
+                             f"shape {list(x.shape)}: adj.size(1) must be x.size(0)")
+        # int32 indices (torch's CSR allows them) are widened: the ops take int64.
+        rowptr, col, value = adj.crow_indices().long(), adj.col_indices().long(), adj.values()
     else:
         rowptr, col, value = adj
     if reduce in ("sum", "add"):
