@@ -8,6 +8,7 @@
 
 #include "torchplug/core/checks.h"
 #include "torchplug/core/reduction.h"
+#include "torchplug/core/vectorise.h"
 
 #include <ATen/Dispatch_v2.h>
 #include <ATen/OpMathType.h>
@@ -137,15 +138,10 @@ inline void combine_values(acc_t* __restrict__ to, arg_t* __restrict__ arg,
   }
 }
 
-// combine_values compiled for AVX-512, AVX2 and baseline x86-64 and picked
-// when the library loads: rows the caches hold are bound by the vector width,
-// the build targets baseline x86-64, and GCC vectorises min and max (their
-// args' selects) only from AVX2 on.
+// combine_values compiled for AVX-512, AVX2 and baseline x86-64
+// (core/vectorise.h): rows the caches hold are bound by the vector width.
 template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-void combine_values_vectorised(acc_t* __restrict__ to, arg_t* __restrict__ arg,
+TORCHPLUG_VECTORISED_CLONES void combine_values_vectorised(acc_t* __restrict__ to, arg_t* __restrict__ arg,
                                const scalar_t* __restrict__ from, int64_t n, arg_t e,
                                arg_t unset) {
   combine_values<Policy>(to, arg, from, n, e, unset);
