@@ -21,7 +21,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/where.h>
+#include <ATen/ops/searchsorted.h>
 #include <torch/library.h>
 
 #include <string>
@@ -33,7 +33,10 @@ using core::SumPolicy;
 
 namespace {
 
-// Shape and dtype checks shared with the Meta kernels; returns dim in [0, src.dim()).
+// The Meta kernel of the emitting ops, which no scatter Meta kernel checks
+// for: every shape and dtype check; returns dim in [0, src.dim()). The
+// other entries check the floating dtype alone (check_floating) and leave
+// the rest to scatter's planning or Meta kernel.
 int64_t check_inputs(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim) {
   core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
   core::check_dtype_in(op, "src", src, kDtypes);
@@ -43,6 +46,8 @@ int64_t check_inputs(const char* op, const at::Tensor& src, const at::Tensor& in
   core::broadcast(op, index, src, dim);
   return dim;
 }
+
+void check_floating(const char* op, const at::Tensor& src) { core::check_dtype_in(op, "src", src, kDtypes); }
 
 int64_t check_indptr_args(const char* op, const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
   core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
@@ -61,15 +66,16 @@ c10::OperatorHandle find_op(const char* name) {
 }  // namespace
 
 at::Tensor csr_rows(const at::Tensor& indptr, int64_t E) {
-  const auto rows = scatter_detail::rows_of_positions(indptr.view({1, -1}), E);
-  // Positions before indptr[0] (a malformed indptr outside checked mode) are in no group.
-  const auto before = at::arange(E, indptr.options()).lt(indptr[0]);
-  return at::where(before, indptr.size(0) - 1, rows);
+  // The number of bounds at or before a position, less one: its group, N past
+  // the last and -1 before indptr[0] (a malformed indptr outside checked
+  // mode): both in no group.
+  const auto positions = at::arange(E, indptr.options());
+  return at::searchsorted(indptr, positions, /*out_int32=*/false, /*right=*/true).sub_(1);
 }
 
 RowsProblem plan_emit(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                       std::optional<int64_t> dim_size) {
-  check_inputs(op, src, index, dim);
+  check_floating(op, src);
   RowsProblem r{scatter_detail::describe(op, src, index, dim, dim_size), at::Tensor()};
   r.p.out = at::empty_like(r.p.src);
   return r;
@@ -96,13 +102,13 @@ RowsProblem plan_backward(const char* op, const at::Tensor& grad, const at::Tens
 
 RowsProblem plan_reduce(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                         std::optional<int64_t> dim_size) {
-  check_inputs(op, src, index, dim);
+  check_floating(op, src);
   return {scatter_detail::plan<SumPolicy>(src, index, dim, dim_size, op), at::Tensor()};
 }
 
 RowsProblem plan_reduce_into(const char* op, const at::Tensor& out, const at::Tensor& src,
                              const at::Tensor& index, int64_t dim) {
-  check_inputs(op, src, index, dim);
+  check_floating(op, src);
   return {scatter_detail::plan_inplace<SumPolicy>(out, src, index, dim, op), at::Tensor()};
 }
 
@@ -118,7 +124,7 @@ at::Tensor meta_emit(const at::Tensor& src, const at::Tensor& index, int64_t dim
 
 at::Tensor meta_reduce(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                        std::optional<c10::SymInt> dim_size) {
-  check_inputs(op, src, index, dim);
+  check_floating(op, src);
   return scatter_detail::meta<SumPolicy>(op, src, index, dim, std::move(dim_size));
 }
 
@@ -266,7 +272,7 @@ TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
   m.impl("scatter_logsumexp_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
                                   int64_t dim) {
     constexpr const char* op = "torchplug::scatter_logsumexp_";
-    check_inputs(op, src, index, dim);
+    check_floating(op, src);
     torchplug::scatter_detail::meta_inplace<SumPolicy>(op, out, src, index, dim);
   });
   m.impl("scatter_std", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,

@@ -16,6 +16,7 @@ from torch import Tensor
 
 import torchplug
 
+inf = float("inf")
 SOFTMAX_OPS = {"softmax": (torchplug.scatter_softmax, torch.softmax),
                "log_softmax": (torchplug.scatter_log_softmax, torch.log_softmax)}
 TOLERANCE = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2), torch.float32: (1e-5, 1e-5),
@@ -376,5 +377,3 @@ def test_values_outside_every_group_on_cuda(cuda_device: str) -> None:
         torchplug.scatter_log_softmax(leaf, index, 0, 5).mul(torch.randn_like(src)).sum().backward()
         assert bool((leaf.grad[bad] == 0).all())
 
-
-inf = float("inf")

@@ -20,17 +20,14 @@
 // taken: the CPU keeps double states over float values (one sequential pass
 // over 2^20 float32 terms would drift by 1e-4) at float's cost per exp.
 
+#include "torchplug/core/reduction.h"
+
 #include <c10/macros/Macros.h>
 
 #include <cmath>
 #include <limits>
 
 namespace torchplug::core {
-
-template <typename T>
-C10_HOST_DEVICE inline bool isnan_value(T v) {
-  return v != v;
-}
 
 // The running maximum and the sum of exp(x - max) over the values seen.
 // A NaN poisons both; -inf values add nothing (a row of them keeps max -inf).
@@ -49,7 +46,7 @@ C10_HOST_DEVICE inline void max_exp_sum_update(MaxExpSum<T>& s, V x) {
   if (x > s.max) {  // rescale what was summed against the new maximum
     s.sum = s.sum * static_cast<T>(std::exp(static_cast<V>(s.max - x))) + T(1);
     s.max = x;
-  } else if (isnan_value(x)) {
+  } else if (is_nan(x)) {
     s.max = x;
     s.sum = x;
   } else if (x != -std::numeric_limits<V>::infinity()) {
@@ -59,7 +56,7 @@ C10_HOST_DEVICE inline void max_exp_sum_update(MaxExpSum<T>& s, V x) {
 
 template <typename T>
 C10_HOST_DEVICE inline void max_exp_sum_merge(MaxExpSum<T>& s, const MaxExpSum<T>& o) {
-  if (isnan_value(s.max) || isnan_value(o.max)) {
+  if (is_nan(s.max) || is_nan(o.max)) {
     s.max = s.sum = std::numeric_limits<T>::quiet_NaN();
     return;
   }
