@@ -1,5 +1,5 @@
-# Installs the CMake package: find_package(TorchPlug) gives torchplug::core and
-# torchplug::<plugin> for every plugin built here.
+# Installs the CMake package: find_package(TorchPlug) gives torchplug::core,
+# torchplug::<plugin> for every plugin built here, and the plugin SDK.
 include(CMakePackageConfigHelpers)
 
 get_property(TORCHPLUG_PLUGINS GLOBAL PROPERTY TORCHPLUG_PLUGINS)
@@ -16,4 +16,6 @@ write_basic_package_version_file(
 install(FILES
   ${CMAKE_CURRENT_BINARY_DIR}/TorchPlugConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/TorchPlugConfigVersion.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/TorchPlugTorch.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/TorchPlugPlugin.cmake
   DESTINATION ${_config_dir})

@@ -1,47 +1,84 @@
-# torchplug_add_plugin(<name> HEADER <public header> SOURCES <cpp...>
-#                      CUDA_SOURCES <cu...> TESTS <gtest cpp...>
-#                      [DEPENDS <plugin...>])
+# torchplug_add_plugin(<name> SOURCES <cpp...> [CUDA_SOURCES <cu...>] [HEADER <public header>]
+#                      [TESTS <gtest cpp...>] [DEPENDS <plugin...>])
 #
-# Builds libtorchplug_<name>, a shared library linkable on its own (target
-# torchplug::<name>), installs its public header as torchplug/ops/<header>.
-# CUDA sources are compiled only when the CUDA kernels are enabled; the
-# GoogleTest suite only with TORCHPLUG_BUILD_TESTS. DEPENDS names plugins
-# whose libraries and headers this one builds on (composite on scatter).
+# One plugin: a shared library that registers its ops when loaded, linkable on
+# its own. The same function builds the plugins of this tree and, installed
+# with the package (find_package(TorchPlug)), a plugin outside it:
+#
+#   in this tree    libtorchplug_<name>, target torchplug::<name> of the
+#                   TorchPlug package, header <torchplug/ops/HEADER>
+#   outside it      lib<name>, target <name>::<name> of the plugin's own
+#                   package (<name>Config.cmake), header <<name>/HEADER>
+#
+# It links torchplug::core, compiles the CPU sources with torch's OpenMP (else
+# at::parallel_for runs on one thread) and the CUDA sources only where the
+# package was built with CUDA kernels, for its architectures; a plugin without
+# CUDA sources does not need libtorch_cuda. DEPENDS names torchplug plugins it
+# builds on (composite on scatter); TESTS, GoogleTest suites (this tree).
 function(torchplug_add_plugin name)
   cmake_parse_arguments(PLUGIN "" "HEADER" "SOURCES;CUDA_SOURCES;TESTS;DEPENDS" ${ARGN})
-  set(_sources ${PLUGIN_SOURCES})
-  if(TORCHPLUG_CUDA)
-    list(APPEND _sources ${PLUGIN_CUDA_SOURCES})
+  if(TARGET torchplug_core)  # this tree
+    set(_target torchplug_${name})
+    set(_export TorchPlugTargets)
+    set(_header_dir torchplug/ops)
+    set(_alias torchplug::${name})
+  else()
+    set(_target ${name})
+    set(_export ${name}Targets)
+    set(_header_dir ${name})
+    set(_alias ${name}::${name})
   endif()
 
-  set(_target torchplug_${name})
+  set(_sources ${PLUGIN_SOURCES} ${CMAKE_CURRENT_BINARY_DIR}/${name}_manifest.cpp)
+  set(_torch torchplug_torch_cpu)
+  if(TORCHPLUG_CUDA AND PLUGIN_CUDA_SOURCES)
+    list(APPEND _sources ${PLUGIN_CUDA_SOURCES})
+    set(_torch torch)
+  endif()
+  # Read by torchplug.load_plugin from the file, before it loads the library.
+  file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/${name}_manifest.cpp CONTENT [[
+#include <torch/headeronly/version.h>
+extern "C" __attribute__((used, visibility("default"))) const char torchplug_plugin_manifest_@name@[] =
+    "torchplug-plugin;name=@name@;torch=" TORCH_VERSION ";torchplug=@TorchPlug_VERSION@;";
+]] @ONLY)
+
   add_library(${_target} SHARED ${_sources})
-  add_library(torchplug::${name} ALIAS ${_target})
-  list(TRANSFORM PLUGIN_DEPENDS PREPEND torchplug_)
-  target_link_libraries(${_target} PUBLIC torchplug_core ${PLUGIN_DEPENDS} PRIVATE ${TORCHPLUG_OPENMP_LIBRARIES})
+  add_library(${_alias} ALIAS ${_target})
+  list(TRANSFORM PLUGIN_DEPENDS PREPEND torchplug::)
+  target_link_libraries(${_target} PUBLIC torchplug::core ${PLUGIN_DEPENDS} PRIVATE ${_torch} ${TORCHPLUG_OPENMP_LIBRARIES})
   target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${TORCHPLUG_OPENMP_FLAGS}>)
+  target_compile_definitions(${_target} PRIVATE TORCHPLUG_PLUGIN_NAME="${name}")
   set_target_properties(${_target} PROPERTIES
     EXPORT_NAME ${name}
     INSTALL_RPATH "$ORIGIN"
     INSTALL_RPATH_USE_LINK_PATH TRUE)
-  if(TORCHPLUG_CUDA)
+  if(TORCHPLUG_CUDA AND PLUGIN_CUDA_SOURCES)
     target_compile_definitions(${_target} PRIVATE TORCHPLUG_WITH_CUDA)
     target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -lineinfo>)
   endif()
 
-  # The header lives next to the kernels; consumers include it as <torchplug/ops/NAME.h>.
   set(_include_root ${CMAKE_CURRENT_BINARY_DIR}/include)
-  configure_file(${PLUGIN_HEADER} ${_include_root}/torchplug/ops/${PLUGIN_HEADER} COPYONLY)
-  target_include_directories(${_target} PUBLIC
-    $<BUILD_INTERFACE:${_include_root}>
-    $<INSTALL_INTERFACE:include>)
+  target_include_directories(${_target} PUBLIC $<BUILD_INTERFACE:${_include_root}> $<INSTALL_INTERFACE:include>)
+  if(PLUGIN_HEADER)
+    configure_file(${PLUGIN_HEADER} ${_include_root}/${_header_dir}/${PLUGIN_HEADER} COPYONLY)
+    install(FILES ${PLUGIN_HEADER} DESTINATION include/${_header_dir})
+  endif()
+  install(TARGETS ${_target} EXPORT ${_export} LIBRARY DESTINATION lib)
 
-  install(TARGETS ${_target} EXPORT TorchPlugTargets LIBRARY DESTINATION lib)
-  install(FILES ${PLUGIN_HEADER} DESTINATION include/torchplug/ops)
-  set_property(GLOBAL APPEND PROPERTY TORCHPLUG_PLUGINS ${name})
-
-  if(TORCHPLUG_BUILD_TESTS AND PLUGIN_TESTS)
-    torchplug_add_test(test_${name} SOURCES ${PLUGIN_TESTS} LIBRARIES ${_target})
+  if(TARGET torchplug_core)
+    set_property(GLOBAL APPEND PROPERTY TORCHPLUG_PLUGINS ${name})
+    if(TORCHPLUG_BUILD_TESTS AND PLUGIN_TESTS)
+      torchplug_add_test(test_${name} SOURCES ${PLUGIN_TESTS} LIBRARIES ${_target})
+    endif()
+  else()
+    # The plugin's own package: find_package(<name>) gives <name>::<name>.
+    install(EXPORT ${_export} NAMESPACE ${name}:: DESTINATION lib/cmake/${name})
+    file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/${name}Config.cmake CONTENT [[
+include(CMakeFindDependencyMacro)
+find_dependency(TorchPlug)
+include("${CMAKE_CURRENT_LIST_DIR}/@name@Targets.cmake")
+]] @ONLY)
+    install(FILES ${CMAKE_CURRENT_BINARY_DIR}/${name}Config.cmake DESTINATION lib/cmake/${name})
   endif()
 endfunction()
 

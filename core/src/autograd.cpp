@@ -5,7 +5,7 @@
 
 namespace torchplug::core {
 
-void check_autograd_support(const char* op, std::initializer_list<NamedTensor> inputs) {
+void check_autograd_support(const char* op, c10::ArrayRef<NamedTensor> inputs) {
   if (const auto& functorch = at::functorch::functorchTLSAccessor()) {
     functorch->checkSupportsCppAutogradFunction();
   }

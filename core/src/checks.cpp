@@ -60,7 +60,7 @@ void check_dtype(const char* op, const char* arg, const at::Tensor& t, at::Scala
 }
 
 void check_dtype_in(const char* op, const char* arg, const at::Tensor& t,
-                    std::initializer_list<at::ScalarType> allowed) {
+                    c10::ArrayRef<at::ScalarType> allowed) {
   check_defined(op, arg, t);
   for (auto dtype : allowed) {
     if (t.scalar_type() == dtype) return;

@@ -6,28 +6,45 @@
 namespace torchplug::core {
 namespace {
 
-// "name.overload(...) -> ..." gives "name.overload"; the overload is optional.
+// "ns::name.overload(...) -> ..." gives "ns::name.overload"; ns and overload are optional.
 std::string name_of(const std::string& schema) {
   const auto end = schema.find('(');
   TORCH_CHECK(end != std::string::npos && end > 0, "torchplug registry: malformed schema '", schema, "'");
   return schema.substr(0, end);
 }
 
-c10::OperatorName operator_name(const std::string& name) {
-  const auto dot = name.find('.');
-  if (dot == std::string::npos) return {"torchplug::" + name, ""};
-  return {"torchplug::" + name.substr(0, dot), name.substr(dot + 1)};
+// Splits "ns::rest" into {"ns", "rest"}; {"", text} when there is no "::" before the '('.
+std::pair<std::string, std::string> split_namespace(const std::string& text) {
+  const auto sep = text.find("::");
+  if (sep == std::string::npos || sep > text.find('(')) return {"", text};
+  return {text.substr(0, sep), text.substr(sep + 2)};
 }
 
-OpInfo describe(const OpDef& def) {
-  OpInfo info;
-  info.name = name_of(def.schema);
-  info.schema = def.schema;
-  info.plugin = def.plugin;
-  info.doc = def.doc;
-  for (auto dtype : def.dtypes) info.dtypes.emplace_back(c10::toString(dtype));
+c10::OperatorName operator_name(const std::string& ns, const std::string& name) {
+  const auto dot = name.find('.');
+  if (dot == std::string::npos) return {ns + "::" + name, ""};
+  return {ns + "::" + name.substr(0, dot), name.substr(dot + 1)};
+}
 
-  auto handle = c10::Dispatcher::singleton().findOp(operator_name(info.name));
+}  // namespace
+
+std::string OpDef::name() const { return name_of(schema); }
+
+void OpDef::check_dtypes(std::initializer_list<NamedTensor> tensors) const {
+  const auto op = name();
+  for (const auto& [arg, tensor] : tensors) check_dtype_in(op.c_str(), arg, *tensor, dtypes);
+}
+
+OpInfo Registry::describe(const Entry& entry) {
+  OpInfo info;
+  info.ns = entry.ns;
+  info.name = entry.name;
+  info.schema = entry.schema;
+  info.plugin = entry.plugin;
+  info.doc = entry.doc;
+  for (auto dtype : entry.dtypes) info.dtypes.emplace_back(c10::toString(dtype));
+
+  auto handle = c10::Dispatcher::singleton().findOp(operator_name(info.ns, info.name));
   if (!handle) return info;
   for (auto [key, label] : {std::pair{c10::DispatchKey::CPU, "CPU"},
                             std::pair{c10::DispatchKey::CUDA, "CUDA"},
@@ -40,42 +57,52 @@ OpInfo describe(const OpDef& def) {
   return info;
 }
 
-}  // namespace
-
 Registry& Registry::instance() {
   static Registry registry;
   return registry;
 }
 
-void Registry::add(OpDef def) {
+void Registry::add(const std::string& ns, const std::string& plugin, const OpDef& def) {
+  auto [declared_ns, schema] = split_namespace(def.schema);
+  TORCH_CHECK(declared_ns.empty() || declared_ns == ns, "torchplug registry: op '", def.name(),
+              "' is defined in a library of namespace '", ns, "'");
+  Entry entry{ns, name_of(schema), schema, plugin, def.dtypes, def.doc};
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto name = name_of(def.schema);
-  for (const auto& existing : defs_) {
-    TORCH_CHECK(name_of(existing.schema) != name, "torchplug registry: op '", name,
-                "' is defined twice (plugins '", existing.plugin, "' and '", def.plugin, "')");
+  for (const auto& existing : entries_) {
+    TORCH_CHECK(existing.ns != entry.ns || existing.name != entry.name, "torchplug registry: op '",
+                ns, "::", entry.name, "' is defined twice (plugins '", existing.plugin, "' and '",
+                plugin, "')");
   }
-  defs_.push_back(std::move(def));
+  entries_.push_back(std::move(entry));
 }
 
 std::vector<OpInfo> Registry::ops() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<OpInfo> infos;
-  infos.reserve(defs_.size());
-  for (const auto& def : defs_) infos.push_back(describe(def));
+  infos.reserve(entries_.size());
+  for (const auto& entry : entries_) infos.push_back(describe(entry));
   return infos;
 }
 
 std::optional<OpInfo> Registry::find(const std::string& name) const {
+  auto [ns, bare] = split_namespace(name + "(");
+  bare.pop_back();
+  if (ns.empty()) ns = "torchplug";
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& def : defs_) {
-    if (name_of(def.schema) == name) return describe(def);
+  for (const auto& entry : entries_) {
+    if (entry.ns == ns && entry.name == bare) return describe(entry);
   }
   return std::nullopt;
 }
 
-void define(torch::Library& m, OpDef def) {
-  m.def(def.schema.c_str());
-  Registry::instance().add(std::move(def));
+size_t Registry::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_.size();
+}
+
+void Registry::truncate(size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (count < entries_.size()) entries_.resize(count);
 }
 
 }  // namespace torchplug::core

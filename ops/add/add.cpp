@@ -10,6 +10,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 namespace torchplug {
@@ -67,14 +69,11 @@ at::Tensor add(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace torchplug
 
-TORCH_LIBRARY_FRAGMENT(torchplug, m) {
-  torchplug::core::define(
-      m, {"add(Tensor a, Tensor b) -> Tensor",
-          "add",
-          std::vector<c10::ScalarType>(torchplug::add_detail::kDtypes),
-          "Elementwise a + b with broadcasting and type promotion."});
+TORCHPLUG_LIBRARY(torchplug, m) {
+  m.define({"add(Tensor a, Tensor b) -> Tensor", std::vector<c10::ScalarType>(torchplug::add_detail::kDtypes),
+            "Elementwise a + b with broadcasting and type promotion."});
 }
 
-TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
   m.impl("add", &torchplug::add_detail::add_meta);
 }

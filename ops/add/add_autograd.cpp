@@ -8,6 +8,8 @@
 
 #include <ATen/ExpandUtils.h>
 #include <torch/autograd.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 namespace torchplug::add_detail {
@@ -57,6 +59,6 @@ at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b) {
 }  // namespace
 }  // namespace torchplug::add_detail
 
-TORCH_LIBRARY_IMPL(torchplug, Autograd, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   m.impl("add", &torchplug::add_detail::add_autograd);
 }

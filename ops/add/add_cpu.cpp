@@ -8,6 +8,8 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 namespace torchplug::add_detail {
@@ -59,6 +61,6 @@ at::Tensor add_cpu(const at::Tensor& a, const at::Tensor& b) {
 }  // namespace
 }  // namespace torchplug::add_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CPU, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
   m.impl("add", &torchplug::add_detail::add_cpu);
 }

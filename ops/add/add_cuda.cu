@@ -11,6 +11,8 @@
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/ceil_div.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 namespace torchplug::add_detail {
@@ -142,6 +144,6 @@ at::Tensor add_cuda(const at::Tensor& a, const at::Tensor& b) {
 }  // namespace
 }  // namespace torchplug::add_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CUDA, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CUDA, m) {
   m.impl("add", &torchplug::add_detail::add_cuda);
 }

@@ -22,6 +22,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/searchsorted.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 #include <string>
@@ -233,29 +235,27 @@ at::Tensor softmax_csr(const at::Tensor& src, const at::Tensor& indptr, int64_t 
 
 }  // namespace torchplug
 
-TORCH_LIBRARY_FRAGMENT(torchplug, m) {
-  using torchplug::core::define;
+TORCHPLUG_LIBRARY(torchplug, m) {
   const std::vector<c10::ScalarType> dtypes(torchplug::composite_detail::kDtypes);
-  const std::string plugin = "composite";
-  define(m, {"scatter_softmax(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor", plugin,
-             dtypes, "Softmax of src within each group that index names along dim (one fused op)."});
-  define(m, {"scatter_log_softmax(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor", plugin,
-             dtypes, "Log-softmax of src within each group that index names along dim."});
-  define(m, {"scatter_logsumexp(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor",
-             plugin, dtypes, "log(sum(exp(src))) of each group that index names along dim, computed stably."});
-  define(m, {"scatter_logsumexp_(Tensor(a!) out, Tensor src, Tensor index, int dim=-1) -> ()", plugin, dtypes,
-             "In-place scatter_logsumexp: reduces into out, whose values take part."});
-  define(m, {"scatter_std(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None, bool unbiased=True) "
-             "-> Tensor",
-             plugin, dtypes, "Standard deviation of each group that index names along dim (Welford)."});
-  define(m, {"softmax_csr(Tensor src, Tensor indptr, int dim=0) -> Tensor", plugin, dtypes,
-             "Softmax of src within each sorted group indptr[i] .. indptr[i + 1] along dim."});
-  define(m, {"scatter_softmax_backward(Tensor grad, Tensor out, Tensor index, int dim, int? dim_size, "
-             "bool log) -> Tensor",
-             plugin, dtypes, "The src gradient of scatter_softmax (log: scatter_log_softmax), fused."});
+  m.define({"scatter_softmax(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor",
+            dtypes, "Softmax of src within each group that index names along dim (one fused op)."});
+  m.define({"scatter_log_softmax(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor",
+            dtypes, "Log-softmax of src within each group that index names along dim."});
+  m.define({"scatter_logsumexp(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor",
+            dtypes, "log(sum(exp(src))) of each group that index names along dim, computed stably."});
+  m.define({"scatter_logsumexp_(Tensor(a!) out, Tensor src, Tensor index, int dim=-1) -> ()", dtypes,
+            "In-place scatter_logsumexp: reduces into out, whose values take part."});
+  m.define({"scatter_std(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None, bool unbiased=True) "
+            "-> Tensor",
+            dtypes, "Standard deviation of each group that index names along dim (Welford)."});
+  m.define({"softmax_csr(Tensor src, Tensor indptr, int dim=0) -> Tensor", dtypes,
+            "Softmax of src within each sorted group indptr[i] .. indptr[i + 1] along dim."});
+  m.define({"scatter_softmax_backward(Tensor grad, Tensor out, Tensor index, int dim, int? dim_size, "
+            "bool log) -> Tensor",
+            dtypes, "The src gradient of scatter_softmax (log: scatter_log_softmax), fused."});
 }
 
-TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
   using namespace torchplug::composite_detail;
   m.impl("scatter_softmax", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                std::optional<int64_t> dim_size) {

@@ -24,6 +24,8 @@
 #include <ATen/ops/where.h>
 #include <c10/core/GradMode.h>
 #include <torch/autograd.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 namespace torchplug::composite_detail {
@@ -168,7 +170,7 @@ at::Tensor softmax_autograd(const at::Tensor& src, const at::Tensor& index, int6
 }  // namespace
 }  // namespace torchplug::composite_detail
 
-TORCH_LIBRARY_IMPL(torchplug, Autograd, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   using namespace torchplug::composite_detail;
   using torchplug::core::check_autograd_support;
   using torchplug::core::records_grad;

@@ -139,6 +139,6 @@ struct CpuKernels {
 }  // namespace
 }  // namespace torchplug::composite_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CPU, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
   torchplug::composite_detail::CompositeEntries<torchplug::composite_detail::CpuKernels>::register_all(m);
 }

@@ -17,6 +17,6 @@ struct CudaKernels {
 }  // namespace
 }  // namespace torchplug::composite_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CUDA, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CUDA, m) {
   torchplug::composite_detail::CompositeEntries<torchplug::composite_detail::CudaKernels>::register_all(m);
 }

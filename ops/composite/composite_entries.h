@@ -10,6 +10,7 @@
 
 #include "composite_kernel.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>

@@ -15,6 +15,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 #include <string>
@@ -239,16 +241,14 @@ namespace {
 
 // Schema and registry entry of both forms of one reduction.
 template <typename Policy>
-void define_reduction(torch::Library& m, const std::string& name, const std::string& doc) {
-  using torchplug::core::define;
+void define_reduction(torchplug::core::Library& m, const std::string& name, const std::string& doc) {
   const std::vector<c10::ScalarType> dtypes(torchplug::scatter_detail::kDtypes);
   const std::string op = "scatter_" + name;
   const std::string returns = Policy::kHasArg ? "(Tensor, Tensor)" : "Tensor";
-  define(m, {op + "(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> " + returns,
-             "scatter", dtypes, doc});
-  define(m, {op + "_(Tensor(a!) out, Tensor src, Tensor index, int dim=-1) -> " +
-                 (Policy::kHasArg ? "Tensor" : "()"),
-             "scatter", dtypes, "In-place " + op + ": reduces into out, whose values take part."});
+  m.define({op + "(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> " + returns, dtypes, doc});
+  m.define({op + "_(Tensor(a!) out, Tensor src, Tensor index, int dim=-1) -> " +
+                (Policy::kHasArg ? "Tensor" : "()"),
+            dtypes, "In-place " + op + ": reduces into out, whose values take part."});
 }
 
 const char* reduction_doc(torchplug::core::Reduce reduce) {
@@ -265,13 +265,13 @@ const char* reduction_doc(torchplug::core::Reduce reduce) {
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(torchplug, m) {
+TORCHPLUG_LIBRARY(torchplug, m) {
 #define TORCHPLUG_DEFINE(name, Policy) define_reduction<Policy>(m, #name, reduction_doc(Policy::kReduce));
   TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_DEFINE)
 #undef TORCHPLUG_DEFINE
 }
 
-TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
   using namespace torchplug::scatter_detail;
 #define TORCHPLUG_META(name, Policy)                              \
   m.impl("scatter_" #name, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,      \

@@ -31,6 +31,8 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 namespace torchplug::scatter_detail {
@@ -436,7 +438,7 @@ Return write_out(const char* name, const at::Tensor& out, const at::Tensor& src,
 }  // namespace
 }  // namespace torchplug::scatter_detail
 
-TORCH_LIBRARY_IMPL(torchplug, Autograd, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   using namespace torchplug::scatter_detail;
 #define TORCHPLUG_AUTOGRAD(name, Policy)                                                             \
   m.impl("scatter_" #name, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,          \

@@ -16,6 +16,8 @@
 #include <ATen/ceil_div.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 #include <algorithm>
@@ -660,7 +662,7 @@ TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_INSTANTIATE)
 
 }  // namespace torchplug::scatter_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CPU, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
   using namespace torchplug::scatter_detail;
 #define TORCHPLUG_CPU(name, Policy)                              \
   m.impl("scatter_" #name, &scatter_cpu<Policy>);               \

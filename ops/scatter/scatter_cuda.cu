@@ -5,6 +5,8 @@
 #include "torchplug/core/checks.h"
 
 #include <c10/cuda/CUDAGuard.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 namespace torchplug::scatter_detail {
@@ -44,7 +46,7 @@ InplaceResult<Policy> scatter_inplace_cuda(const at::Tensor& out, const at::Tens
 }  // namespace
 }  // namespace torchplug::scatter_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CUDA, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CUDA, m) {
   using namespace torchplug::scatter_detail;
 #define TORCHPLUG_CUDA(name, Policy)                              \
   m.impl("scatter_" #name, &scatter_cuda<Policy>);               \

@@ -26,6 +26,8 @@
 #include <ATen/ops/lt.h>
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/stack.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 #include <string>
@@ -422,42 +424,40 @@ at::Tensor gather_coo(const at::Tensor& src, const at::Tensor& index,
 namespace {
 
 template <typename Policy>
-void define_segments(torch::Library& m, const std::string& name) {
-  using torchplug::core::define;
+void define_segments(torchplug::core::Library& m, const std::string& name) {
   const std::vector<c10::ScalarType> dtypes(torchplug::scatter_detail::kDtypes);
   const std::string returns = Policy::kHasArg ? "(Tensor, Tensor)" : "Tensor";
   const std::string inplace_returns = Policy::kHasArg ? "Tensor" : "()";
   const std::string csr = "segment_" + name + "_csr";
   const std::string coo = "segment_" + name + "_coo";
-  define(m, {csr + "(Tensor src, Tensor indptr) -> " + returns, "scatter", dtypes,
-             "Reduces (" + name + ") each segment indptr[i] .. indptr[i + 1] of src along indptr.dim() - 1."});
-  define(m, {csr + "_(Tensor(a!) out, Tensor src, Tensor indptr) -> " + inplace_returns, "scatter",
-             dtypes, "segment_" + name + "_csr written into out."});
-  define(m, {coo + "(Tensor src, Tensor index, SymInt? dim_size=None) -> " + returns, "scatter", dtypes,
-             "Reduces (" + name + ") the runs of a sorted index along index.dim() - 1."});
-  define(m, {coo + "_(Tensor(a!) out, Tensor src, Tensor index) -> " + inplace_returns, "scatter",
-             dtypes, "In-place segment_" + name + "_coo: reduces into out, whose values take part."});
+  m.define({csr + "(Tensor src, Tensor indptr) -> " + returns, dtypes,
+            "Reduces (" + name + ") each segment indptr[i] .. indptr[i + 1] of src along indptr.dim() - 1."});
+  m.define({csr + "_(Tensor(a!) out, Tensor src, Tensor indptr) -> " + inplace_returns,
+            dtypes, "segment_" + name + "_csr written into out."});
+  m.define({coo + "(Tensor src, Tensor index, SymInt? dim_size=None) -> " + returns, dtypes,
+            "Reduces (" + name + ") the runs of a sorted index along index.dim() - 1."});
+  m.define({coo + "_(Tensor(a!) out, Tensor src, Tensor index) -> " + inplace_returns,
+            dtypes, "In-place segment_" + name + "_coo: reduces into out, whose values take part."});
 }
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(torchplug, m) {
-  using torchplug::core::define;
+TORCHPLUG_LIBRARY(torchplug, m) {
   const std::vector<c10::ScalarType> dtypes(torchplug::scatter_detail::kDtypes);
 #define TORCHPLUG_DEFINE(name, Policy) define_segments<Policy>(m, #name);
   TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_DEFINE)
 #undef TORCHPLUG_DEFINE
-  define(m, {"gather_csr(Tensor src, Tensor indptr, SymInt? dim_size=None) -> Tensor", "scatter", dtypes,
-             "Copies slice i of src to positions indptr[i] .. indptr[i + 1] along indptr.dim() - 1."});
-  define(m, {"gather_csr_(Tensor(a!) out, Tensor src, Tensor indptr) -> ()", "scatter", dtypes,
-             "gather_csr written into out."});
-  define(m, {"gather_coo(Tensor src, Tensor index) -> Tensor", "scatter", dtypes,
-             "Copies slice index[j] of src to position j along index.dim() - 1."});
-  define(m, {"gather_coo_(Tensor(a!) out, Tensor src, Tensor index) -> ()", "scatter", dtypes,
-             "gather_coo written into out."});
+  m.define({"gather_csr(Tensor src, Tensor indptr, SymInt? dim_size=None) -> Tensor", dtypes,
+            "Copies slice i of src to positions indptr[i] .. indptr[i + 1] along indptr.dim() - 1."});
+  m.define({"gather_csr_(Tensor(a!) out, Tensor src, Tensor indptr) -> ()", dtypes,
+            "gather_csr written into out."});
+  m.define({"gather_coo(Tensor src, Tensor index) -> Tensor", dtypes,
+            "Copies slice index[j] of src to position j along index.dim() - 1."});
+  m.define({"gather_coo_(Tensor(a!) out, Tensor src, Tensor index) -> ()", dtypes,
+            "gather_coo written into out."});
 }
 
-TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
   using namespace torchplug::scatter_detail;
 #define TORCHPLUG_META(name, Policy)                                                               \
   m.impl("segment_" #name "_csr", &segment_csr_meta<Policy>);                                     \

@@ -71,6 +71,6 @@ struct CpuKernels {
 }  // namespace
 }  // namespace torchplug::scatter_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CPU, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
   torchplug::scatter_detail::SegmentEntries<torchplug::scatter_detail::CpuKernels>::register_all(m);
 }

@@ -30,6 +30,6 @@ struct CudaKernels {
 }  // namespace
 }  // namespace torchplug::scatter_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CUDA, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CUDA, m) {
   torchplug::scatter_detail::SegmentEntries<torchplug::scatter_detail::CudaKernels>::register_all(m);
 }

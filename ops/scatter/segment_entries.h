@@ -13,6 +13,7 @@
 
 #include "scatter_kernel.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>

@@ -10,6 +10,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 #include <string>
@@ -125,18 +127,17 @@ at::Tensor spmm(const at::Tensor& rowptr, const at::Tensor& col, const std::opti
 
 }  // namespace torchplug
 
-TORCH_LIBRARY_FRAGMENT(torchplug, m) {
+TORCHPLUG_LIBRARY(torchplug, m) {
   const std::vector<c10::ScalarType> dtypes = {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble};
 #define TORCHPLUG_DEFINE(name, Policy)                                                                          \
-  torchplug::core::define(                                                                                      \
-      m, {"spmm_" #name "(Tensor rowptr, Tensor col, Tensor? value, Tensor x) -> " +                            \
-              std::string(Policy::kHasArg ? "(Tensor, Tensor)" : "Tensor"),                                     \
-          "spmm", dtypes, "Sparse (CSR) times dense with the " #name " of each row's weighted messages."});
+  m.define({"spmm_" #name "(Tensor rowptr, Tensor col, Tensor? value, Tensor x) -> " +                           \
+                std::string(Policy::kHasArg ? "(Tensor, Tensor)" : "Tensor"),                                   \
+            dtypes, "Sparse (CSR) times dense with the " #name " of each row's weighted messages."});
   TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_DEFINE)
 #undef TORCHPLUG_DEFINE
 }
 
-TORCH_LIBRARY_IMPL(torchplug, Meta, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
 #define TORCHPLUG_META(name, Policy) m.impl("spmm_" #name, &torchplug::spmm_detail::meta<Policy>);
   TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_META)
 #undef TORCHPLUG_META

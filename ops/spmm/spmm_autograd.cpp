@@ -22,6 +22,8 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/autograd.h>
+#include "torchplug/core/library.h"
+
 #include <torch/library.h>
 
 namespace torchplug::spmm_detail {
@@ -167,7 +169,7 @@ Result<Policy> spmm_autograd(const at::Tensor& rowptr, const at::Tensor& col, co
 }  // namespace
 }  // namespace torchplug::spmm_detail
 
-TORCH_LIBRARY_IMPL(torchplug, Autograd, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
 #define TORCHPLUG_AUTOGRAD(name, Policy) m.impl("spmm_" #name, &torchplug::spmm_detail::spmm_autograd<Policy>);
   TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_AUTOGRAD)
 #undef TORCHPLUG_AUTOGRAD

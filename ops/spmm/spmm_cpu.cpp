@@ -114,6 +114,6 @@ struct CpuKernels {
 }  // namespace
 }  // namespace torchplug::spmm_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CPU, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
   torchplug::spmm_detail::SpmmEntries<torchplug::spmm_detail::CpuKernels>::register_all(m);
 }

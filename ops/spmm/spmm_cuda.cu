@@ -17,6 +17,6 @@ struct CudaKernels {
 }  // namespace
 }  // namespace torchplug::spmm_detail
 
-TORCH_LIBRARY_IMPL(torchplug, CUDA, m) {
+TORCHPLUG_LIBRARY_IMPL(torchplug, CUDA, m) {
   torchplug::spmm_detail::SpmmEntries<torchplug::spmm_detail::CudaKernels>::register_all(m);
 }

@@ -9,6 +9,7 @@
 
 #include "spmm_kernel.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>

@@ -1,6 +1,7 @@
 // torchplug._C: exposes torchplug::core::Registry to Python.
 
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 #include "torchplug/core/registry.h"
 
 #include <pybind11/pybind11.h>
@@ -14,6 +15,7 @@ namespace {
 
 py::dict to_dict(const torchplug::core::OpInfo& info) {
   py::dict d;
+  d["namespace"] = info.ns;
   d["name"] = info.name;
   d["schema"] = info.schema;
   d["plugin"] = info.plugin;
@@ -41,8 +43,13 @@ PYBIND11_MODULE(_C, m) {
         for (const auto& info : torchplug::core::Registry::instance().ops()) ops.append(to_dict(info));
         return ops;
       },
-      "Every registered op, as a list of dicts (name, schema, plugin, backends, differentiable, "
-      "dtypes, doc).");
+      "Every registered op, as a list of dicts (namespace, name, schema, plugin, backends, "
+      "differentiable, dtypes, doc).");
+  // torchplug.load_plugin: the library's TORCHPLUG_LIBRARY blocks are held from
+  // begin to commit, then registered all or none (torchplug/core/library.h).
+  m.def("_begin_guarded_load", &torchplug::core::begin_guarded_load);
+  m.def("_commit_guarded_load", &torchplug::core::commit_guarded_load, py::arg("library"));
+  m.def("_abort_guarded_load", &torchplug::core::abort_guarded_load);
   m.def("set_cuda_checks", &torchplug::core::set_cuda_checks, py::arg("enabled"),
         "Turns checked mode for CUDA kernels on or off.");
   m.def("cuda_checks_enabled", &torchplug::core::cuda_checks_enabled,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ._loader import load_builtin_plugins, load_plugin
+from ._loader import PluginError, load_builtin_plugins, load_plugin
 
 load_builtin_plugins()
 
@@ -65,6 +65,7 @@ cmake_prefix_path: str = str(Path(__file__).resolve().parent)
 
 __all__ = [
     "OpInfo",
+    "PluginError",
     "__version__",
     "add",
     "checked",
@@ -112,7 +113,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """Ops loaded at run time are reachable as ``torchplug.<name>`` too."""
-    if any(info.name == name for info in registry()):
+    """Ops of the torchplug namespace loaded at run time are ``torchplug.<name>`` too."""
+    if any(info.namespace == "torchplug" and info.name == name for info in registry()):
         return getattr(torch.ops.torchplug, name)
     raise AttributeError(f"module 'torchplug' has no attribute '{name}'")

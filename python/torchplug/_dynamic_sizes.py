@@ -44,12 +44,16 @@ def _wrap(qualname: str, position: int) -> None:
 
 
 def register_dynamic_sizes() -> None:
-    """Wraps every loaded torchplug op that takes ``dim_size`` (once each)."""
-    for qualname in torch._C._dispatch_get_all_op_names():
-        if not qualname.startswith("torchplug::") or qualname in _wrapped:
+    """Wraps every registered op that takes ``dim_size`` (once each)."""
+    from .registry import registry
+
+    for info in registry():
+        qualname = info.qualified_name
+        if qualname in _wrapped or "Meta" not in info.backends:
             continue
-        schema = getattr(torch.ops.torchplug, qualname.split("::")[1]).default._schema
+        base, _, overload = info.name.partition(".")
+        schema = getattr(getattr(getattr(torch.ops, info.namespace), base), overload or "default")._schema
         position = _needs_dynamic_size(schema)
-        if position >= 0 and torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "Meta"):
+        if position >= 0:
             _wrap(qualname, position)
             _wrapped.add(qualname)

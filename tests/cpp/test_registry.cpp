@@ -1,6 +1,7 @@
 // Framework test: the registry, as C++ sees it with the add and scatter plugins
 // linked, agrees with the plugins and with the dispatcher.
 
+#include <torchplug/core/library.h>
 #include <torchplug/core/registry.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -67,10 +68,11 @@ TEST(Registry, SchemasAgreeWithTheDispatcher) {
   const auto ops = Registry::instance().ops();
   ASSERT_GE(ops.size(), kExpected.size());
   for (const auto& op : ops) {
-    SCOPED_TRACE(op.name);
-    const auto handle = c10::Dispatcher::singleton().findSchema({"torchplug::" + op.name, ""});
+    SCOPED_TRACE(op.qualified_name());
+    EXPECT_EQ(op.ns, "torchplug");
+    const auto handle = c10::Dispatcher::singleton().findSchema({op.qualified_name(), ""});
     ASSERT_TRUE(handle.has_value());
-    const auto declared = torch::schema(("torchplug::" + op.schema).c_str());
+    const auto declared = torch::schema((op.ns + "::" + op.schema).c_str());
     EXPECT_EQ(c10::toString(declared), c10::toString(handle->schema()));
     EXPECT_TRUE(declared == handle->schema());
   }
@@ -79,18 +81,26 @@ TEST(Registry, SchemasAgreeWithTheDispatcher) {
 TEST(Registry, RefusesASecondDefinition) {
   const auto before = Registry::instance().ops().size();
   try {
-    Registry::instance().add({"scatter_sum(Tensor x) -> Tensor", "impostor", {}, "again"});
+    Registry::instance().add("torchplug", "impostor", {"scatter_sum(Tensor x) -> Tensor", {}, "again"});
     ADD_FAILURE() << "a second scatter_sum was accepted";
   } catch (const c10::Error& e) {
     const std::string message = e.what_without_backtrace();
-    EXPECT_NE(message.find("'scatter_sum'"), std::string::npos) << message;
+    EXPECT_NE(message.find("'torchplug::scatter_sum'"), std::string::npos) << message;
     EXPECT_NE(message.find("impostor"), std::string::npos) << message;
   }
 
-  // Through define(), as a plugin would: the dispatcher refuses it as well.
+  // Through a library block's define(), as a plugin would: refused before the
+  // dispatcher sees it, with the op named.
   torch::Library library(torch::Library::FRAGMENT, "torchplug", std::nullopt, __FILE__, __LINE__);
-  const torchplug::core::OpDef again{"add(Tensor a, Tensor b) -> Tensor", "impostor", {}, ""};
-  EXPECT_THROW(torchplug::core::define(library, again), c10::Error);
+  torchplug::core::Library block(library, "torchplug", "impostor");
+  try {
+    block.define({"add(Tensor a, Tensor b) -> Tensor", {}, ""});
+    ADD_FAILURE() << "a second add was accepted";
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    EXPECT_NE(message.find("'torchplug::add'"), std::string::npos) << message;
+    EXPECT_NE(message.find("already registered"), std::string::npos) << message;
+  }
 
   EXPECT_EQ(Registry::instance().ops().size(), before);
   EXPECT_EQ(Registry::instance().find("scatter_sum")->plugin, "scatter");

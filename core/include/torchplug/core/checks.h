@@ -11,6 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
 
 #include <initializer_list>
 #include <utility>
@@ -30,7 +31,7 @@ void check_same_device(const char* op, std::initializer_list<NamedTensor> tensor
 
 void check_dtype(const char* op, const char* arg, const at::Tensor& t, at::ScalarType expected);
 void check_dtype_in(const char* op, const char* arg, const at::Tensor& t,
-                    std::initializer_list<at::ScalarType> allowed);
+                    c10::ArrayRef<at::ScalarType> allowed);
 void check_same_dtype(const char* op, NamedTensor a, NamedTensor b);
 
 // A tensor an op writes in place has no two elements in one memory location

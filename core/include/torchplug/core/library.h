@@ -1,0 +1,112 @@
+#pragma once
+
+// How a plugin registers its ops, in place of TORCH_LIBRARY_FRAGMENT and
+// TORCH_LIBRARY_IMPL:
+//
+//   const torchplug::core::OpDef kScaleAdd{"myplug::scale_add(Tensor a, Tensor b) -> Tensor",
+//                                          {at::kFloat, at::kDouble}, "a + 2 b"};
+//   TORCHPLUG_LIBRARY(myplug, m) { m.define(kScaleAdd); }
+//   TORCHPLUG_LIBRARY_IMPL(myplug, CPU, m) { m.impl("scale_add", &scale_add_cpu); }
+//
+// Blocks register when their library is loaded, as torch's do, but through
+// one place: while torchplug.load_plugin loads a library, its blocks are held,
+// then registered together, definitions first. When one fails (an op that is
+// already registered, say) every registration of that load is undone and the
+// error reaches Python as an exception; a throwing static initialiser would
+// terminate the process instead. Libraries linked by a C++ program register
+// at once.
+
+#include "torchplug/core/registry.h"
+
+#include <c10/macros/Macros.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace torchplug::core {
+
+// The `m` of a TORCHPLUG_LIBRARY block: torch's Library and the registry.
+class Library {
+ public:
+  Library(torch::Library& library, std::string ns, std::string plugin);
+
+  // Gives the schema to the dispatcher and the OpDef to the registry.
+  Library& define(const OpDef& def);
+
+  template <typename Func>
+  Library& impl(const char* name, Func&& f) {
+    library_.impl(name, std::forward<Func>(f));
+    return *this;
+  }
+
+  // For what the registry does not describe (classes, fallbacks, tags).
+  torch::Library& torch_library() { return library_; }
+
+ private:
+  torch::Library& library_;
+  std::string ns_;
+  std::string plugin_;
+};
+
+// One TORCHPLUG_LIBRARY or TORCHPLUG_LIBRARY_IMPL block: a static object of
+// the plugin's library, which is never unloaded.
+class LibraryBlock {
+ public:
+  using DefineFn = void (*)(Library&);
+  using ImplFn = void (*)(torch::Library&);
+
+  LibraryBlock(const char* ns, const char* plugin, DefineFn define, const char* file, uint32_t line);
+  LibraryBlock(const char* ns, c10::DispatchKey key, ImplFn impl, const char* file, uint32_t line);
+
+  bool defines() const { return define_ != nullptr; }
+  void run();   // registers the block's ops or kernels
+  void undo();  // takes them back out of the dispatcher
+
+ private:
+  const char* ns_;
+  const char* plugin_;
+  std::optional<c10::DispatchKey> key_;
+  DefineFn define_ = nullptr;
+  ImplFn impl_ = nullptr;
+  const char* file_;
+  uint32_t line_;
+  std::unique_ptr<torch::Library> library_;
+};
+
+// A guarded load (torchplug.load_plugin): blocks constructed between begin and
+// commit are held; commit registers them all or, on the first error, undoes
+// every one and throws c10::Error saying what clashed. abort drops them.
+// One guarded load at a time.
+void begin_guarded_load();
+void commit_guarded_load(const std::string& library);
+void abort_guarded_load();
+
+}  // namespace torchplug::core
+
+// The plugin's name in the registry: the CMake target's, from
+// torchplug_add_plugin; otherwise the namespace.
+#ifdef TORCHPLUG_PLUGIN_NAME
+#define TORCHPLUG_PLUGIN_NAME_OR_NULL TORCHPLUG_PLUGIN_NAME
+#else
+#define TORCHPLUG_PLUGIN_NAME_OR_NULL nullptr
+#endif
+
+#define TORCHPLUG_LIBRARY(ns, m) _TORCHPLUG_LIBRARY(ns, m, C10_UID)
+#define _TORCHPLUG_LIBRARY(ns, m, uid)                                                     \
+  static void C10_CONCATENATE(torchplug_library_##ns##_, uid)(::torchplug::core::Library&); \
+  static ::torchplug::core::LibraryBlock C10_CONCATENATE(torchplug_library_block_##ns##_, uid)( \
+      C10_STRINGIZE(ns), TORCHPLUG_PLUGIN_NAME_OR_NULL,                                     \
+      &C10_CONCATENATE(torchplug_library_##ns##_, uid), __FILE__, __LINE__);               \
+  static void C10_CONCATENATE(torchplug_library_##ns##_, uid)(::torchplug::core::Library & m)
+
+#define TORCHPLUG_LIBRARY_IMPL(ns, k, m) _TORCHPLUG_LIBRARY_IMPL(ns, k, m, C10_UID)
+#define _TORCHPLUG_LIBRARY_IMPL(ns, k, m, uid)                                           \
+  static void C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid)(torch::Library&); \
+  static ::torchplug::core::LibraryBlock C10_CONCATENATE(                                 \
+      torchplug_library_impl_block_##ns##_##k##_, uid)(                                   \
+      C10_STRINGIZE(ns), c10::DispatchKey::k,                                             \
+      &C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid), __FILE__, __LINE__);   \
+  static void C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid)(torch::Library & m)
