@@ -26,6 +26,11 @@ GuardedLoad& guarded_load() {
   return load;
 }
 
+c10::OperatorName operator_name(const std::string& qualified) {
+  const auto dot = qualified.find('.');
+  return {qualified.substr(0, dot), dot == std::string::npos ? "" : qualified.substr(dot + 1)};
+}
+
 void submit(LibraryBlock* block) {
   std::lock_guard<std::mutex> lock(load_mutex());
   auto& load = guarded_load();
@@ -45,15 +50,21 @@ Library& Library::define(const OpDef& def) {
   // A clear error before the dispatcher's own, which names no plugin.
   auto name = def.name();
   if (name.find("::") == std::string::npos) name = ns_ + "::" + name;
-  const auto dot = name.find('.');
-  const c10::OperatorName op{name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1)};
-  if (const auto existing = c10::Dispatcher::singleton().findSchema(op)) {
+  if (const auto existing = c10::Dispatcher::singleton().findSchema(operator_name(name))) {
     TORCH_CHECK(false, "op '", name, "' (plugin '", plugin_, "') is already registered, as '",
                 existing->schema(), "'; a plugin defines its ops in a namespace of its own");
   }
   library_.def(def.schema.c_str());
   Registry::instance().add(ns_, plugin_, def);
   return *this;
+}
+
+c10::OperatorHandle find_op_handle(const OpDef& def) {
+  const auto name = def.name();
+  TORCH_CHECK(name.find("::") != std::string::npos, "torchplug: find_op needs a schema that names its namespace, got '",
+              def.schema, "'");
+  const auto op = operator_name(name);
+  return c10::Dispatcher::singleton().findSchemaOrThrow(op.name.c_str(), op.overload_name.c_str());
 }
 
 LibraryBlock::LibraryBlock(const char* ns, const char* plugin, DefineFn define, const char* file,

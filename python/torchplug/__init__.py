@@ -30,6 +30,7 @@ from .composite import (  # noqa: E402
     softmax_csr,
 )
 from .functional import add  # noqa: E402
+from .jit import load, load_inline  # noqa: E402
 from .registry import OpInfo, registry  # noqa: E402
 from .scatter import (  # noqa: E402
     scatter,
@@ -73,6 +74,8 @@ __all__ = [
     "cmake_prefix_path",
     "gather_coo",
     "gather_csr",
+    "load",
+    "load_inline",
     "load_plugin",
     "registry",
     "scatter",

@@ -18,6 +18,7 @@
 
 #include "torchplug/core/registry.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/macros/Macros.h>
 #include <torch/library.h>
 
@@ -75,6 +76,17 @@ class LibraryBlock {
   uint32_t line_;
   std::unique_ptr<torch::Library> library_;
 };
+
+// The op as a typed dispatcher handle, for a plugin's C++ API; keep it in a
+// function-local static:
+//   static const auto op = core::find_op<at::Tensor(const at::Tensor&, double)>(kScale);
+//   return op.call(x, factor);
+// `def`'s schema names its namespace ("myplug::scale(...)").
+c10::OperatorHandle find_op_handle(const OpDef& def);
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> find_op(const OpDef& def) {
+  return find_op_handle(def).typed<Signature>();
+}
 
 // A guarded load (torchplug.load_plugin): blocks constructed between begin and
 // commit are held; commit registers them all or, on the first error, undoes
