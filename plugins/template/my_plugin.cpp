@@ -1,10 +1,7 @@
-// my_plugin::scale(x, factor) = x * factor: a plugin of one op, with its CPU
-// kernel, Meta kernel, autograd and C++ API. Copy the folder to start a plugin,
-// then rename the namespace, the op and the library (CMakeLists.txt).
-
+// my_plugin::scale(x, factor) = x * factor: one op with its CPU and Meta kernels, autograd and
+// C++ API. Copy the folder to start a plugin; rename the namespace, the op and the library.
 #include <torchplug/core/autograd.h>
 #include <torchplug/core/library.h>
-
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty_like.h>

@@ -83,6 +83,9 @@ def load_plugin(plugin: str | os.PathLike[str]) -> str:
     if path in _loaded:
         return _loaded[path]
     name = _check_manifest(path)
+    for loaded_path, loaded_name in _loaded.items():
+        if loaded_name == name:
+            raise PluginError(f"torchplug.load_plugin: plugin '{name}' is already loaded, from '{loaded_path}'")
     from . import _C
 
     _C._begin_guarded_load()
