@@ -212,3 +212,24 @@ def test_cuda_lineup_has_the_checked_candidate() -> None:
     from torchplug.bench.candidates import CHECKED, TORCHPLUG
 
     assert _scatter_lineup_names("cuda")[:2] == [TORCHPLUG, CHECKED]
+
+
+def test_compare_checks_outputs_and_reports_speedups(capsys: pytest.CaptureFixture[str]) -> None:
+    from torchplug.bench import compare
+
+    x = torch.randn(1000, 16)
+    index = torch.randint(0, 50, (1000,))
+    rows = compare(
+        {
+            "scatter_sum": lambda: torchplug.scatter_sum(x, index, 0, dim_size=50),
+            "wrong": lambda: torch.zeros(50, 16),
+            "index_add_": lambda: torch.zeros(50, 16).index_add_(0, index, x),
+        },
+        warmup=1,
+        repeats=3,
+        terms_per_output=20,
+    )
+    assert [(r.name, r.matches) for r in rows] == [("scatter_sum", True), ("wrong", False), ("index_add_", True)]
+    assert rows[-1].speedup == 1.0 and all(r.median_ms > 0 for r in rows)
+    table = capsys.readouterr().out
+    assert "vs index_add_" in table and "WRONG" in table

@@ -7,5 +7,11 @@ Run it as a program (docs/benchmarks.md has the details)::
 
 Modules: ``workloads`` (sizes and inputs), ``candidates`` (torchplug and the
 baselines), ``timing`` (timers, peak memory, copy bandwidth), ``measure``
-(correctness guard and timing of one workload), ``report`` (table, JSON, plot).
+(correctness guard and timing of one workload), ``report`` (table, JSON, plot),
+and ``compare``, side by side timing of any calls (a plugin's op against plain
+PyTorch, say).
 """
+
+from .compare import Comparison, compare  # noqa: E402
+
+__all__ = ["Comparison", "compare"]
