@@ -52,8 +52,7 @@ at::Tensor add_meta(const at::Tensor& a, const at::Tensor& b) {
 AddOperands prepare(const at::Tensor& a, const at::Tensor& b) {
   core::check_same_device(kOp, {TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
   auto out = add_meta(a, b);  // checks dtypes and shapes; allocates on a's device
-  const auto dtype = out.scalar_type();
-  return {a.to(dtype), b.to(dtype), std::move(out)};
+  return {a, b, std::move(out)};
 }
 
 }  // namespace add_detail
