@@ -48,10 +48,19 @@ void add_row(char* out, const char* a, const char* b, const int64_t* strides, in
   auto* o = reinterpret_cast<scalar_t*>(out);
   const auto* x = reinterpret_cast<const scalar_t*>(a);
   const auto* y = reinterpret_cast<const scalar_t*>(b);
-  if (strides[0] == sizeof(scalar_t) && strides[1] == sizeof(scalar_t) &&
-      strides[2] == sizeof(scalar_t)) {
-    // Contiguous row: a plain loop the compiler vectorises.
+  // Contiguous rows, or one input broadcast along the row: plain loops the
+  // compiler vectorises.
+  constexpr int64_t size = sizeof(scalar_t);
+  if (strides[0] == size && strides[1] == size && strides[2] == size) {
     for (int64_t i = 0; i < n; ++i) o[i] = add_one(x[i], y[i]);
+    return;
+  }
+  if (strides[0] == size && strides[1] == 0 && strides[2] == size) {
+    for (int64_t i = 0; i < n; ++i) o[i] = add_one(x[0], y[i]);
+    return;
+  }
+  if (strides[0] == size && strides[1] == size && strides[2] == 0) {
+    for (int64_t i = 0; i < n; ++i) o[i] = add_one(x[i], y[0]);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
