@@ -6,8 +6,9 @@
 // (one vector load where the row is contiguous and aligned), once (where it
 // broadcasts along the row) or element by element. Inputs are converted to the
 // result dtype as they are loaded, with one switch over their dtype per
-// thread, so mixed dtypes need no cast copies. Contiguous a + b is one row.
-// Indices are 32-bit when every offset fits, 64-bit otherwise.
+// thread, so mixed dtypes need no cast copies. Contiguous a + b is one row;
+// a transposed input is walked in bands of 8 rows. Indices are 32-bit when
+// every offset fits, 64-bit otherwise.
 
 #include "add_kernel.h"
 #include "add_layout.h"
