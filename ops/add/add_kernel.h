@@ -8,8 +8,9 @@ namespace torchplug::add_detail {
 
 inline constexpr const char* kOp = "torchplug::add";
 
-// Checks a and b, promotes both to the result dtype and allocates `out` of the
-// broadcast shape on their device.
+// Checks a and b and allocates `out` of the broadcast shape and the result
+// dtype on their device. a and b keep their own dtypes: the kernels convert
+// each element to the result dtype as they read it, as PyTorch does.
 struct AddOperands {
   at::Tensor a;
   at::Tensor b;

@@ -7,13 +7,16 @@
 #include <torchplug/core/registry.h>
 #include <torchplug/ops/add.h>
 
+#include "add_layout.h"
 #include "torchplug_testing.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,8 @@ const std::vector<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloa
 using torchplug::testing::leaf;
 using torchplug::testing::same;
 using torchplug::testing::throws_with;
+
+constexpr const char* kOp = "torchplug::add";
 
 // Random values of `dtype`: normal for floating types; for integers in [0, 60),
 // so that sums fit every integer dtype, uint8 and int8 included.
@@ -123,6 +128,110 @@ TEST(Add, LargeInputs) {
   EXPECT_TRUE(same(torchplug::add(a.t(), b.unsqueeze(1)), a.t() + b.unsqueeze(1)));
 }
 
+// Mixed dtypes in the layouts the kernels treat apart: each input is
+// converted to the result dtype as it is read.
+TEST(Add, MixedDtypesInEveryLayout) {
+  torch::manual_seed(10);
+  const std::vector<std::pair<at::ScalarType, at::ScalarType>> pairs = {
+      {at::kBFloat16, at::kFloat}, {at::kInt, at::kFloat}, {at::kHalf, at::kFloat},
+      {at::kByte, at::kChar}, {at::kLong, at::kHalf}};
+  for (const auto& [ta, tb] : pairs) {
+    SCOPED_TRACE(std::string(c10::toString(ta)) + " + " + c10::toString(tb));
+    const std::vector<std::pair<at::Tensor, at::Tensor>> operands = {
+        {values({67, 1}, ta), values({1, 131}, tb)},
+        {values({50, 33}, ta), values({33}, tb)},
+        {values({50, 33}, ta), values({50, 1}, tb)},
+        {values({33, 50}, ta).t(), values({50, 33}, tb)},
+        {values({1001}, ta).slice(0, 1), values({1000}, tb)}};
+    for (const auto& [a, b] : operands) {
+      EXPECT_TRUE(same(torchplug::add(a, b), a + b));
+      EXPECT_TRUE(same(torchplug::add(b, a), b + a));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the CUDA kernel's plan
+
+using torchplug::add_detail::FastDivider;
+using torchplug::add_detail::row_layout;
+
+template <typename index_t>
+void expect_divides(index_t d, const std::vector<index_t>& numerators) {
+  const FastDivider<index_t> divider(d);
+  for (index_t n : numerators) {
+    ASSERT_EQ(divider.div(n), n / d) << n << " / " << d;
+  }
+}
+
+template <typename index_t>
+void check_divider() {
+  constexpr index_t kLimit = index_t{1} << (8 * sizeof(index_t) - 1);  // numerators below
+  std::mt19937_64 random(16);
+  std::vector<index_t> divisors = {1, 2, 3, 5, 7, 8, 640, 1000, 16384, 32771, 65537, kLimit - 1, kLimit};
+  for (index_t p = 1; p != 0 && p <= kLimit; p <<= 1) {
+    divisors.insert(divisors.end(), {p - 1 > 0 ? p - 1 : 1, p, p + 1});
+  }
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + random() % kLimit);
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + random() % 100000);
+  for (index_t d : divisors) {
+    if (d == 0 || d > kLimit) continue;
+    std::vector<index_t> numerators = {0, 1, kLimit - 1, kLimit - 2};
+    for (index_t k : {index_t{1}, index_t{2}, index_t{3}, kLimit / d}) {
+      if (k > 0 && k <= (kLimit - 1) / d) numerators.insert(numerators.end(), {k * d - 1, k * d, k * d + 1});
+    }
+    for (int i = 0; i < 50; ++i) numerators.push_back(random() % kLimit);
+    for (auto& n : numerators) n = std::min(n, kLimit - 1);
+    expect_divides(d, numerators);
+  }
+}
+
+TEST(AddLayout, FastDividerIsExactBelowHalfTheRange) {
+  check_divider<uint32_t>();
+  check_divider<uint64_t>();
+}
+
+TEST(AddLayout, RowsMergeWhatBothInputsStepThroughAlike) {
+  // Outer broadcast: two dimensions, a steps down the rows, b along them.
+  auto layout = row_layout(kOp, {8192, 16384}, torch::empty({8192, 1}), torch::empty({1, 16384}));
+  ASSERT_EQ(layout.ndim, 2);
+  EXPECT_EQ(layout.sizes[0], 8192);
+  EXPECT_EQ(layout.sizes[1], 16384);
+  EXPECT_EQ(layout.strides[0][0], 1);
+  EXPECT_EQ(layout.strides[0][1], 0);
+  EXPECT_EQ(layout.strides[1][0], 0);
+  EXPECT_EQ(layout.strides[1][1], 1);
+  EXPECT_EQ(layout.rows(), 8192);
+  EXPECT_EQ(layout.cols(), 16384);
+
+  // Same shapes, contiguous: one row; size-1 dimensions dropped.
+  layout = row_layout(kOp, {3, 1, 4, 5}, torch::empty({3, 1, 4, 5}), torch::empty({3, 1, 4, 5}));
+  ASSERT_EQ(layout.ndim, 1);
+  EXPECT_EQ(layout.cols(), 60);
+  EXPECT_EQ(layout.strides[0][0], 1);
+  EXPECT_EQ(layout.strides[1][0], 1);
+
+  // Bias over [2, 3, F]: the two outer dimensions merge, the row does not.
+  layout = row_layout(kOp, {2, 3, 7}, torch::empty({2, 3, 7}), torch::empty({7}));
+  ASSERT_EQ(layout.ndim, 2);
+  EXPECT_EQ(layout.sizes[0], 6);
+  EXPECT_EQ(layout.strides[0][0], 7);
+  EXPECT_EQ(layout.strides[1][0], 0);
+
+  // A transposed input keeps its strides: [5, 4] viewed from [4, 5].
+  layout = row_layout(kOp, {5, 4}, torch::empty({4, 5}).t(), torch::empty({5, 4}));
+  ASSERT_EQ(layout.ndim, 2);
+  EXPECT_EQ(layout.strides[0][0], 1);
+  EXPECT_EQ(layout.strides[0][1], 5);
+  EXPECT_EQ(layout.max_offset(0), 19);
+
+  // Broadcast both ways over three dimensions; one element.
+  layout = row_layout(kOp, {4, 3, 5}, torch::empty({4, 1, 5}), torch::empty({1, 3, 5}));
+  EXPECT_EQ(layout.ndim, 3);
+  layout = row_layout(kOp, {1, 1}, torch::empty({}), torch::empty({1, 1}));
+  ASSERT_EQ(layout.ndim, 1);
+  EXPECT_EQ(layout.cols(), 1);
+}
+
 // ---------------------------------------------------------------- autograd
 
 // The reference gradient is libtorch's: grad_out summed back over the
@@ -190,8 +299,6 @@ TEST(AddAutograd, DoubleBackward) {
 }
 
 // ---------------------------------------------------------------- errors
-
-constexpr const char* kOp = "torchplug::add";
 
 TEST(AddErrors, ShapesMustBroadcast) {
   const auto a = torch::randn({3});

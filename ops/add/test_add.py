@@ -149,6 +149,111 @@ def test_type_promotion(dtype_a: torch.dtype, dtype_b: torch.dtype, swap: bool, 
     assert_same(out, a + b)
 
 
+# Layouts of the row kernel (CUDA) and of the CPU rows: broadcasts along rows
+# and columns, rows that are and are not a multiple of the vector width (16
+# bytes of output), dimensions above the row, one long row.
+LAYOUTS = [
+    pytest.param((64, 1), (1, 256), id="outer"),
+    pytest.param((67, 1), (1, 131), id="outer-odd"),
+    pytest.param((1, 131), (67, 1), id="outer-swapped"),
+    pytest.param((300, 256), (256,), id="bias"),
+    pytest.param((300, 33), (33,), id="bias-odd"),
+    pytest.param((300, 8), (300, 1), id="column"),
+    pytest.param((301, 37), (301, 1), id="column-odd"),
+    pytest.param((3, 5, 7, 16), (5, 1, 16), id="4d-outer-dims"),
+    pytest.param((2, 3, 1, 5), (1, 3, 4, 1), id="4d-mixed-bcast"),
+    pytest.param((17,), (17,), id="1d-17"),
+    pytest.param((4097,), (1,), id="1d-scalar-row"),
+    pytest.param((100_003,), (100_003,), id="1d-large-odd"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape_a, shape_b", LAYOUTS)
+def test_layouts(shape_a: tuple, shape_b: tuple, dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(13)
+    a = make(shape_a, dtype, device)
+    b = make(shape_b, dtype, device)
+    assert_same(torchplug.add(a, b), a + b)
+    assert_same(torchplug.add(b, a), b + a)
+
+
+# Pairs read with a conversion in the kernel: AMP's half types with float32,
+# integers with floats (wider and narrower than them), integers with integers.
+MIXED = [
+    (torch.bfloat16, torch.float32),
+    (torch.float16, torch.float32),
+    (torch.int32, torch.float32),
+    (torch.int64, torch.float32),
+    (torch.int32, torch.float16),
+    (torch.uint8, torch.bfloat16),
+    (torch.float32, torch.float64),
+    (torch.bfloat16, torch.float16),
+    (torch.uint8, torch.int8),
+    (torch.int8, torch.int64),
+]
+
+MIXED_LAYOUTS = ["same", "outer", "bias", "column", "transposed", "sliced", "offset-1", "4d"]
+
+
+def _mixed_operands(
+    layout: str, dtype_a: torch.dtype, dtype_b: torch.dtype, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if layout == "same":
+        return make((1001, 33), dtype_a, device), make((1001, 33), dtype_b, device)
+    if layout == "outer":
+        return make((129, 1), dtype_a, device), make((1, 260), dtype_b, device)
+    if layout == "bias":
+        return make((257, 64), dtype_a, device), make((64,), dtype_b, device)
+    if layout == "column":
+        return make((257, 64), dtype_a, device), make((257, 1), dtype_b, device)
+    if layout == "transposed":
+        return make((96, 130), dtype_a, device).t(), make((130, 96), dtype_b, device)
+    if layout == "sliced":
+        return make((40, 130), dtype_a, device)[:, ::2], make((40, 65), dtype_b, device)
+    if layout == "offset-1":
+        return make((10_001,), dtype_a, device)[1:], make((10_000,), dtype_b, device)
+    if layout == "4d":
+        return make((2, 3, 5, 8), dtype_a, device), make((3, 1, 8), dtype_b, device)
+    raise AssertionError(layout)
+
+
+@pytest.mark.parametrize("layout", MIXED_LAYOUTS)
+@pytest.mark.parametrize("dtype_a, dtype_b", MIXED, ids=str)
+def test_mixed_dtypes(layout: str, dtype_a: torch.dtype, dtype_b: torch.dtype, device: str) -> None:
+    """Each input converted to the result dtype as it is read (no cast copies)
+    gives PyTorch's result bit for bit, in either order."""
+    torch.manual_seed(14)
+    a, b = _mixed_operands(layout, dtype_a, dtype_b, device)
+    out = torchplug.add(a, b)
+    assert out.dtype == torch.result_type(a, b)
+    assert_same(out, a + b)
+    assert_same(torchplug.add(b, a), b + a)
+
+
+def _free_cuda_bytes() -> int:
+    return torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(_free_cuda_bytes() < 16 * 2**30, reason="needs a GPU with 16 GiB free")
+@pytest.mark.parametrize("case", ["elements", "offsets"])
+def test_beyond_32_bit_indices(case: str) -> None:
+    """More than 2^31 elements, or an input whose offsets pass 2^31: the kernel
+    takes 64-bit indices there."""
+    torch.manual_seed(15)
+    if case == "elements":  # 65537 x 32771 > 2^31 outputs
+        a = make((65_537, 1), torch.uint8, "cuda")
+        b = make((1, 32_771), torch.uint8, "cuda")
+    else:  # 32769 outputs, a's last one 2^31 bytes in
+        base = torch.randint(0, 256, (2**31 + 1,), dtype=torch.uint8, device="cuda")
+        a = base[:: 2**16]
+        b = make((a.numel(),), torch.uint8, "cuda")
+    out = torchplug.add(a, b)
+    expected = a + b
+    assert out.shape == expected.shape and out.dtype == expected.dtype
+    assert torch.equal(out, expected)
+
+
 @pytest.mark.parametrize(
     "dtype_t, dtype_s",
     [
