@@ -34,6 +34,7 @@ from ._C import __version__
 from ._loader import PluginError, load_plugin
 
 _CUDA_SUFFIXES = (".cu", ".cuh")
+_BUILD_SUFFIXES = (".cmake", ".in", ".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -83,14 +84,14 @@ def build_project(
 
     The project calls ``find_package(TorchPlug)`` and ``torchplug_add_plugin``.
     Its install prefix (``lib/``, ``include/``, ``lib/cmake/<name>/``) is
-    returned; it is kept in the cache, keyed by every file under
-    ``source_dir``, and built again only when one changes.
+    returned; it is kept in the cache, keyed by the project's CMake and C++/CUDA
+    files, and built again only when one changes.
     """
     source_dir = Path(source_dir).resolve()
     files = {
         str(p.relative_to(source_dir)): p.read_bytes()
         for p in sorted(source_dir.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file() and (p.name == "CMakeLists.txt" or p.suffix in _BUILD_SUFFIXES)
     }
     key = _fingerprint(files, [str(source_dir), *cmake_args])
     work = cache_dir() / "projects" / f"{source_dir.name}-{key}"
