@@ -5,15 +5,14 @@
 // (col, value and the x vector they name), combines the weighted messages in
 // registers and writes the row once: no atomics, no zero fill, and the x
 // rows the edges name are read as whole vectors by consecutive threads.
-// Rows with more than long_row edges (a power-law graph's hubs) would keep
+// Rows with more than kLongRow edges (a power-law graph's hubs) would keep
 // one thread busy for all of them: they are flagged and split into chunks of
-// long_row edges whose partials are combined in order (below). Edges
+// kLongRow edges whose partials are combined in order (below). Edges
 // whose col lies outside [0, N) are skipped; rowptr is clamped into [0, nnz].
 // Each reduction compiles in a translation unit of its own (CMakeLists.txt).
 
 #include "../scatter/cuda/segments.cuh"
 #include "spmm_kernel.h"
-#include "torchplug/core/cache_hint.cuh"
 #include "torchplug/core/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/vector.cuh"
@@ -24,10 +23,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <limits>
-#include <string>
 
 namespace torchplug::spmm_detail {
 namespace {
@@ -37,22 +33,7 @@ constexpr int kEdgesInFlight = 4;
 
 struct Sizes {
   int64_t M, N, nnz, F;
-  int64_t long_row;  // rows of more edges go to the chunked kernels
-  bool stream_out;   // out's stores marked evict-first
 };
-
-// Tuning under measurement: TORCHPLUG_SPMM_TUNING="long_row=256,stream=1".
-inline Sizes tuned_sizes(int64_t M, int64_t N, int64_t nnz, int64_t F) {
-  Sizes s{M, N, nnz, F, kLongRow, false};
-  if (const char* raw = std::getenv("TORCHPLUG_SPMM_TUNING")) {
-    const std::string text(raw);
-    if (const auto at = text.find("long_row="); at != std::string::npos) {
-      s.long_row = std::max<int64_t>(64, std::atoll(text.c_str() + at + 9));
-    }
-    if (const auto at = text.find("stream="); at != std::string::npos) s.stream_out = text[at + 7] == '1';
-  }
-  return s;
-}
 
 __device__ __forceinline__ void row_bounds(const int64_t* __restrict__ rowptr, int64_t row, int64_t nnz,
                                            int64_t& start, int64_t& end) {
@@ -104,17 +85,11 @@ __device__ __forceinline__ void add_edges(at::opmath_type<scalar_t> (&acc)[V], i
 template <typename Policy, typename scalar_t, int V>
 __device__ __forceinline__ void write_row(scalar_t* __restrict__ out, int64_t* __restrict__ arg, int64_t at,
                                           const at::opmath_type<scalar_t> (&acc)[V], const int64_t (&held)[V],
-                                          int64_t count, const Sizes& s) {
+                                          int64_t count, int64_t nnz) {
   core::Vector<scalar_t, V> result;
 #pragma unroll
   for (int j = 0; j < V; ++j) result.val[j] = static_cast<scalar_t>(core::finish<Policy>(acc[j], count, false));
-  auto* to = reinterpret_cast<core::Vector<scalar_t, V>*>(out + at);
-  if (s.stream_out) {
-    core::store_evict_first(to, result);
-  } else {
-    *to = result;
-  }
-  const int64_t nnz = s.nnz;
+  *reinterpret_cast<core::Vector<scalar_t, V>*>(out + at) = result;
   if constexpr (Policy::kHasArg) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -135,7 +110,7 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
     const int64_t offset = (t - row * vectors) * V;
     int64_t start, end;
     row_bounds(rowptr, row, s.nnz, start, end);
-    if (end - start > s.long_row) {
+    if (end - start > kLongRow) {
       *long_rows = 1;
       continue;
     }
@@ -148,11 +123,11 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
       add_edges<Policy, true, kEdgesInFlight, kWeighted, scalar_t, V>(acc, held, col, value, x, k, 1, s, offset);
     }
     for (; k < end; ++k) add_edges<Policy, true, 1, kWeighted, scalar_t, V>(acc, held, col, value, x, k, 1, s, offset);
-    write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s);
+    write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
   }
 }
 
-// Long rows, split evenly: the edges are cut into chunks of long_row, and
+// Long rows, split evenly: the edges are cut into chunks of kLongRow, and
 // one thread per (chunk, column vector) combines, in order, each long row's
 // edges inside its chunk into a partial. A chunk meets at most two long rows
 // (each is longer than a chunk): one covering its first edge, partial 2c, and
@@ -163,7 +138,7 @@ template <typename acc_t>
 struct Partials {
   acc_t* value;    // [2 * chunks][F]
   int64_t* held;   // the same layout, min and max only
-  int64_t chunks;  // ceil(nnz / long_row)
+  int64_t chunks;  // ceil(nnz / kLongRow)
 };
 
 template <typename Policy, typename scalar_t, int V, bool kWeighted>
@@ -177,7 +152,7 @@ __global__ void spmm_long_partials_kernel(const int64_t* __restrict__ rowptr, co
   TORCHPLUG_GRID_STRIDE_LOOP(t, partials.chunks * vectors) {
     const int64_t chunk = t / vectors;
     const int64_t offset = (t - chunk * vectors) * V;
-    const int64_t first = chunk * s.long_row, last = min(first + s.long_row, s.nnz);
+    const int64_t first = chunk * kLongRow, last = min(first + kLongRow, s.nnz);
     const core::Csr<int64_t> csr{rowptr, nullptr, nullptr, nullptr};
     for (int at_end = 0; at_end < 2; ++at_end) {
       const int64_t row = csr.row_at(nullptr, at_end ? last - 1 : first, false, s.M);
@@ -185,7 +160,7 @@ __global__ void spmm_long_partials_kernel(const int64_t* __restrict__ rowptr, co
       row_bounds(rowptr, row, s.nnz, start, end);
       const bool starts_inside = start > first;
       // Short rows are the row kernel's; a row covering the whole chunk is done at its first edge.
-      if (end - start <= s.long_row || (at_end && !starts_inside)) continue;
+      if (end - start <= kLongRow || (at_end && !starts_inside)) continue;
       acc_t acc[V];
       int64_t held[V];
       start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
@@ -217,21 +192,21 @@ __global__ void spmm_long_rows_kernel(const int64_t* __restrict__ rowptr,
     const int64_t offset = (t - row * vectors) * V;
     int64_t start, end;
     row_bounds(rowptr, row, s.nnz, start, end);
-    if (end - start <= s.long_row) continue;
+    if (end - start <= kLongRow) continue;
     acc_t acc[V];
     int64_t held[V];
     start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
-    const int64_t last_chunk = (end - 1) / s.long_row;
+    const int64_t last_chunk = (end - 1) / kLongRow;
 #pragma unroll 4
-    for (int64_t chunk = start / s.long_row; chunk <= last_chunk; ++chunk) {
-      const int64_t slot = (2 * chunk + (start > chunk * s.long_row ? 1 : 0)) * s.F + offset;
+    for (int64_t chunk = start / kLongRow; chunk <= last_chunk; ++chunk) {
+      const int64_t slot = (2 * chunk + (start > chunk * kLongRow ? 1 : 0)) * s.F + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const int64_t position = Policy::kHasArg ? partials.held[slot + j] : 0;
         scatter_detail::combine_at<Policy, false>(acc[j], held[j], partials.value[slot + j], position);
       }
     }
-    write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s);
+    write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
   }
 }
 
@@ -242,15 +217,15 @@ void launch_spmm(const SpmmProblem& p) {
   const scalar_t* value = kWeighted ? p.value.const_data_ptr<scalar_t>() : nullptr;
   int64_t* arg = Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr;
   const at::Tensor flag = at::zeros({1}, p.rowptr.options().dtype(at::kInt));
-  const Sizes s = tuned_sizes(p.M, p.N, p.nnz, p.F);
+  const Sizes s{p.M, p.N, p.nnz, p.F};
   core::with_vector_width<scalar_t>(p.F, {x, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t items = p.M * (p.F / V);
     core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, p.rowptr.const_data_ptr<int64_t>(),
                  p.col.const_data_ptr<int64_t>(), value, x, out, arg, s, flag.mutable_data_ptr<int32_t>());
-    if (p.nnz > s.long_row) {
+    if (p.nnz > kLongRow) {
       using acc_t = at::opmath_type<scalar_t>;
-      const int64_t chunks = at::ceil_div<int64_t>(p.nnz, s.long_row);
+      const int64_t chunks = at::ceil_div<int64_t>(p.nnz, kLongRow);
       // Filled, so that a malformed rowptr (outside checked mode) whose long
       // row misses a chunk's partial reads the identity, not stale memory.
       const at::Tensor values = at::full({2 * chunks * p.F}, Policy::template identity<acc_t>(),

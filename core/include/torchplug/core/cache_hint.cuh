@@ -10,7 +10,6 @@
 // last time can go the other way with __ldcs (evict first).
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 namespace torchplug::core {
@@ -32,31 +31,6 @@ __device__ __forceinline__ void store_evict_last(T* address, T value) {
 #else
   *address = value;
 #endif
-}
-
-// *address = value (a trivially copyable value of 2, 4, 8 or 16 bytes, such
-// as a core::Vector) as one store marked evict-first (st.global.cs).
-template <typename T>
-__device__ __forceinline__ void store_evict_first(T* address, const T& value) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  if constexpr (sizeof(T) == 16) {
-    uint4 bits;
-    memcpy(&bits, &value, 16);
-    __stcs(reinterpret_cast<uint4*>(address), bits);
-  } else if constexpr (sizeof(T) == 8) {
-    uint2 bits;
-    memcpy(&bits, &value, 8);
-    __stcs(reinterpret_cast<uint2*>(address), bits);
-  } else if constexpr (sizeof(T) == 4) {
-    unsigned int bits;
-    memcpy(&bits, &value, 4);
-    __stcs(reinterpret_cast<unsigned int*>(address), bits);
-  } else {
-    static_assert(sizeof(T) == 2, "store_evict_first takes 2, 4, 8 or 16 bytes");
-    unsigned short bits;
-    memcpy(&bits, &value, 2);
-    __stcs(reinterpret_cast<unsigned short*>(address), bits);
-  }
 }
 
 }  // namespace torchplug::core
