@@ -262,16 +262,25 @@ def test_gradients_equal_with_and_without_the_cached_transpose(reduce: str, dtyp
     grad = torch.randn(400, 8, generator=g, dtype=dtype).to(device)
     transpose = torchplug.spmm_transpose(rowptr, col, 300)
     fn = getattr(torchplug, f"spmm_{reduce}")
+
+    def same(want: Tensor, have: Tensor) -> None:
+        if reduce in ("min", "max") and device == "cuda":
+            # Their gradients add into x and value with scatter_add and
+            # index_add, atomics on CUDA: the same terms in another order.
+            torch.testing.assert_close(have, want)
+        else:
+            assert torch.equal(want, have)
+
     for weights, inputs in ((value, (x, value)), (None, (x,))):
         plain = torch.autograd.grad(call(reduce, rowptr, col, weights, x)[0], inputs, grad)
         result = fn(rowptr, col, weights, x, transpose=transpose)
         cached = torch.autograd.grad(result if isinstance(result, Tensor) else result[0], inputs, grad)
         for want, have in zip(plain, cached):
-            assert torch.equal(want, have)
+            same(want, have)
         front = torch.autograd.grad(torchplug.spmm((rowptr, col, weights), x, reduce, transpose=transpose), inputs,
                                     grad)
         for want, have in zip(plain, front):
-            assert torch.equal(want, have)
+            same(want, have)
 
 
 def test_backward_uses_the_cached_transpose_and_sddmm() -> None:
