@@ -50,12 +50,15 @@ class Adjacency(NamedTuple):
         col: ``[E + N]`` int64 source node of each edge (self loops included).
         weight: ``[E + N]`` float32 ``deg(src)^-1/2 * deg(dst)^-1/2``.
         num_nodes: ``N``.
+        transpose: ``torchplug.spmm_transpose`` of the matrix, built once for
+            every backward (which otherwise builds it each step).
     """
 
     rowptr: Tensor
     col: Tensor
     weight: Tensor
     num_nodes: int
+    transpose: tuple[Tensor, Tensor, Tensor]
 
 
 def csr_by_destination(src: Tensor, dst: Tensor, num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -80,7 +83,7 @@ def normalized_adjacency(edge_index: Tensor, num_nodes: int) -> Adjacency:
     inv_sqrt_deg = torchplug.scatter_sum(ones, dst, dim=0, dim_size=num_nodes).rsqrt()
     rowptr, col, perm = csr_by_destination(src, dst, num_nodes)
     weight = inv_sqrt_deg[col] * inv_sqrt_deg[dst[perm]]
-    return Adjacency(rowptr, col, weight, num_nodes)
+    return Adjacency(rowptr, col, weight, num_nodes, torchplug.spmm_transpose(rowptr, col, num_nodes))
 
 
 class GCNConv(nn.Module):
@@ -94,7 +97,7 @@ class GCNConv(nn.Module):
     def forward(self, x: Tensor, adj: Adjacency) -> Tensor:
         """``x``: ``[N, in_features]``; returns ``[N, out_features]``."""
         h = self.lin(x)
-        out = torchplug.spmm_sum(adj.rowptr, adj.col, adj.weight, h)
+        out = torchplug.spmm_sum(adj.rowptr, adj.col, adj.weight, h, transpose=adj.transpose)
         return torchplug.add(out, self.bias)
 
 

@@ -31,15 +31,17 @@ MIN_KARATE_ACC: float = 0.8
 
 
 class Neighbours(NamedTuple):
-    """Each node's in-neighbours as CSR rows: ``rowptr [N + 1]``, ``col [E]``."""
+    """Each node's in-neighbours as CSR rows: ``rowptr [N + 1]``, ``col [E]``,
+    and the transpose mean's backward runs over, built once."""
 
     rowptr: Tensor
     col: Tensor
+    transpose: tuple[Tensor, Tensor, Tensor]
 
 
 def neighbours(edge_index: Tensor, num_nodes: int) -> Neighbours:
     rowptr, col, _ = csr_by_destination(edge_index[0], edge_index[1], num_nodes)
-    return Neighbours(rowptr, col)
+    return Neighbours(rowptr, col, torchplug.spmm_transpose(rowptr, col, num_nodes))
 
 
 class SAGEConv(nn.Module):
@@ -55,7 +57,7 @@ class SAGEConv(nn.Module):
 
     def forward(self, x: Tensor, graph: Neighbours) -> Tensor:
         if self.aggr == "mean":
-            aggregated = torchplug.spmm_mean(graph.rowptr, graph.col, None, x)
+            aggregated = torchplug.spmm_mean(graph.rowptr, graph.col, None, x, transpose=graph.transpose)
         else:
             aggregated = torchplug.spmm_max(graph.rowptr, graph.col, None, x)[0]
         return self.lin_l(aggregated) + self.lin_r(x)

@@ -117,7 +117,8 @@ def composite_paths() -> None:
 def spmm_paths() -> None:
     """Every reduction, weighted or not, over short rows, empty rows, two hub
     rows past the long-row limit (one starting inside a chunk of edges), a
-    col outside [0, N) and a malformed rowptr outside checked mode; backward."""
+    col outside [0, N) and a malformed rowptr outside checked mode; the
+    transpose and sddmm; backward, with the transpose built and cached."""
     torch.manual_seed(3)
     M, N = 300, 200
     rows = torch.cat([torch.zeros(3000, dtype=torch.long), torch.full((1500,), M - 1),
@@ -133,11 +134,26 @@ def spmm_paths() -> None:
                 torchplug.spmm((rowptr, col, value), x, reduce)
                 torchplug.spmm((rowptr, col, None), x, reduce)
                 torchplug.spmm((torch.tensor([0, 5, 3, 9000, 40], device="cuda"), col, None), x, reduce)
+    # The transpose and sddmm over the same edges (a col outside [0, N) goes
+    # last, in no column, and gets a product of 0), a malformed rowptr too.
+    bad_rowptr = torch.tensor([0, 5, 3, 9000, 40], device="cuda")
+    for ptr in (rowptr, bad_rowptr):
+        torchplug.spmm_transpose(ptr, col, N)
+        M_ptr = ptr.numel() - 1
+        for dtype in (torch.float32, torch.bfloat16, torch.float64):
+            for F in (1, 3, 16, 64, 256):
+                a = torch.randn(M_ptr, F, device="cuda").to(dtype)
+                b = torch.randn(N, F, device="cuda").to(dtype)
+                for mean in (False, True):
+                    torchplug.sddmm(ptr, col, a, b, mean)
     x = torch.randn(N, 8, device="cuda", dtype=torch.float64, requires_grad=True)
     value = torch.randn(col.numel(), device="cuda", dtype=torch.float64, requires_grad=True)
     good = col.clamp(0, N - 1)
+    transpose = torchplug.spmm_transpose(rowptr, good, N)
     for reduce in ("sum", "mean", "max"):
         torchplug.spmm((rowptr, good, value), x, reduce).sum().backward()
+        torchplug.spmm((rowptr, good, value), x, reduce, transpose=transpose).sum().backward()
+        torchplug.spmm((rowptr, col, value), x, reduce).sum().backward()
 
 
 def add_paths() -> None:

@@ -1,6 +1,11 @@
 // spmm: schemas, registry entries, C++ API, input checks, the planning shared
-// by the CPU and CUDA kernels, and the Meta kernels. One op per reduction:
-//   spmm_<r>(Tensor rowptr, Tensor col, Tensor? value, Tensor x) -> Tensor   (min, max: (out, arg))
+// by the CPU and CUDA kernels, and the Meta kernels. One op per reduction,
+// the transpose, and the per-edge products:
+//   spmm_<r>(Tensor rowptr, Tensor col, Tensor? value, Tensor x, Tensor? colptr=None, Tensor? row=None,
+//            Tensor? perm=None) -> Tensor   (min, max: (out, arg))
+//   spmm_transpose(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)
+//   sddmm(Tensor rowptr, Tensor col, Tensor a, Tensor b, bool mean=False, Tensor? colptr=None,
+//         Tensor? row=None, Tensor? perm=None) -> Tensor
 
 #include "spmm.h"
 
@@ -22,16 +27,55 @@ namespace {
 
 const std::initializer_list<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble};
 
-// Shape and dtype checks shared with the Meta kernels.
-void check_args(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
-                const std::optional<at::Tensor>& value, const at::Tensor& x) {
-  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(x)});
+void check_csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col) {
+  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col)});
   core::check_index_dtype(op, "rowptr", rowptr);
   core::check_index_dtype(op, "col", col);
-  core::check_dtype_in(op, "x", x, kDtypes);
   TORCH_CHECK(rowptr.dim() == 1 && rowptr.sym_size(0) >= 1, op,
               ": argument 'rowptr' must be 1-D with at least one value, got shape ", rowptr.sym_sizes());
   TORCH_CHECK(col.dim() == 1, op, ": argument 'col' must be 1-D, got shape ", col.sym_sizes());
+}
+
+// A transpose given to an op: all three of spmm_transpose's outputs or none,
+// int64 on the adjacency's device, colptr [N + 1] (`cols` says what N is),
+// row and perm [nnz]. Shapes only: shared with the Meta kernels.
+void check_transpose_shapes(const char* op, const at::Tensor& col, const c10::SymInt& N, const char* cols,
+                            const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+  const int given = colptr.has_value() + row.has_value() + perm.has_value();
+  if (given == 0) return;
+  TORCH_CHECK(given == 3, op, ": arguments 'colptr', 'row' and 'perm' (the transpose spmm_transpose builds) ",
+              "must be given together, got ", given, " of them");
+  const at::Tensor& colptr_ = *colptr;
+  const at::Tensor& row_ = *row;
+  const at::Tensor& perm_ = *perm;
+  core::check_same_device(op, {TORCHPLUG_ARG(col), {"colptr", &colptr_}, {"row", &row_}, {"perm", &perm_}});
+  core::check_index_dtype(op, "colptr", colptr_);
+  core::check_index_dtype(op, "row", row_);
+  core::check_index_dtype(op, "perm", perm_);
+  TORCH_CHECK(colptr_.dim() == 1 && colptr_.sym_size(0) == N + 1, op, ": argument 'colptr' of shape ",
+              colptr_.sym_sizes(), " must be [N + 1] with N = ", cols, " = ", N);
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"row", &row_}, {"perm", &perm_}}) {
+    TORCH_CHECK(t->dim() == 1 && t->sym_size(0) == col.sym_size(0), op, ": argument '", name, "' of shape ",
+                t->sym_sizes(), " must be [nnz] with nnz = col.size(0) = ", col.sym_size(0));
+  }
+}
+
+// On the CPU and in checked mode: colptr is offsets ending at nnz, row in
+// [0, M), perm in [0, nnz).
+void check_transpose_values(const char* op, int64_t M, int64_t nnz, const OptTensor& colptr, const OptTensor& row,
+                            const OptTensor& perm) {
+  if (!colptr.has_value() || !core::validates_indices(colptr->device())) return;
+  core::check_offsets(op, "colptr", *colptr, nnz, "nnz = col.size(0)");
+  core::check_index_range(op, "row", core::index_bounds(*row), M);
+  core::check_index_range(op, "perm", core::index_bounds(*perm), nnz);
+}
+
+// Shape and dtype checks shared with the Meta kernels.
+void check_args(const char* op, const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value,
+                const at::Tensor& x, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(x)});
+  check_csr(op, rowptr, col);
+  core::check_dtype_in(op, "x", x, kDtypes);
   TORCH_CHECK(x.dim() >= 1, op, ": argument 'x' must have at least one dimension");
   if (value.has_value()) {
     const at::Tensor& v = *value;
@@ -41,6 +85,7 @@ void check_args(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
     TORCH_CHECK(v.dim() == 1 && v.sym_size(0) == col.sym_size(0), op, ": argument 'value' of shape ",
                 v.sym_sizes(), " must be [nnz] with nnz = col.size(0) = ", col.sym_size(0));
   }
+  check_transpose_shapes(op, col, x.sym_size(0), "x.size(0)", colptr, row, perm);
 }
 
 // rowptr starts at 0, never decreases and ends at nnz; col within [0, N):
@@ -51,6 +96,21 @@ void check_values(const char* op, const at::Tensor& rowptr, const at::Tensor& co
   core::check_index_range(op, "col", core::index_bounds(col), N);
 }
 
+void check_sddmm_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                      const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+  constexpr const char* op = kSddmmOp;
+  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
+  check_csr(op, rowptr, col);
+  core::check_dtype_in(op, "a", a, kDtypes);
+  core::check_same_dtype(op, TORCHPLUG_ARG(a), TORCHPLUG_ARG(b));
+  TORCH_CHECK(a.dim() >= 1 && a.sym_size(0) == rowptr.sym_size(0) - 1, op, ": argument 'a' of shape ",
+              a.sym_sizes(), " must be [M, *] with M = rowptr.size(0) - 1 = ", rowptr.sym_size(0) - 1);
+  TORCH_CHECK(b.dim() == a.dim() && b.sym_sizes().slice(1) == a.sym_sizes().slice(1), op,
+              ": argument 'b' of shape ", b.sym_sizes(), " must be [N, *] with a's trailing shape ",
+              a.sym_sizes().slice(1));
+  check_transpose_shapes(op, col, b.sym_size(0), "b.size(0)", colptr, row, perm);
+}
+
 template <typename Policy>
 c10::OperatorHandle find_op() {
   return c10::Dispatcher::singleton().findSchemaOrThrow(kOpName<Policy>, "");
@@ -59,16 +119,17 @@ c10::OperatorHandle find_op() {
 }  // namespace
 
 template <typename Policy>
-SpmmProblem plan(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
-                 const at::Tensor& x) {
+SpmmProblem plan(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value, const at::Tensor& x,
+                 const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
   constexpr const char* op = kOpName<Policy>;
-  check_args(op, rowptr, col, value, x);
+  check_args(op, rowptr, col, value, x, colptr, row, perm);
   SpmmProblem p;
   p.M = rowptr.size(0) - 1;
   p.N = x.size(0);
   p.nnz = col.size(0);
   p.F = c10::multiply_integers(x.sizes().slice(1));
   check_values(op, rowptr, col, p.N);
+  check_transpose_values(op, p.M, p.nnz, colptr, row, perm);
   p.rowptr = rowptr.contiguous();
   p.col = col.contiguous();
   if (value.has_value()) p.value = value->contiguous();
@@ -81,48 +142,146 @@ SpmmProblem plan(const at::Tensor& rowptr, const at::Tensor& col, const std::opt
 }
 
 template <typename Policy>
-Result<Policy> meta(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
-                    const at::Tensor& x) {
-  check_args(kOpName<Policy>, rowptr, col, value, x);
+Result<Policy> meta(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value, const at::Tensor& x,
+                    const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+  check_args(kOpName<Policy>, rowptr, col, value, x, colptr, row, perm);
   auto sizes = x.sym_sizes().vec();
   sizes[0] = rowptr.sym_size(0) - 1;
   return scatter_detail::meta_results<Policy>(sizes, x.options());
 }
 
 template <typename Policy>
-Result<Policy> call_spmm(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
-                         const at::Tensor& x) {
+Result<Policy> call_spmm(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value,
+                         const at::Tensor& x, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
   static auto op = find_op<Policy>().template typed<Result<Policy>(
-      const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&)>();
-  return op.call(rowptr, col, value, x);
+      const at::Tensor&, const at::Tensor&, const OptTensor&, const at::Tensor&, const OptTensor&,
+      const OptTensor&, const OptTensor&)>();
+  return op.call(rowptr, col, value, x, colptr, row, perm);
 }
 
-#define TORCHPLUG_INSTANTIATE(name, Policy)                                                                  \
-  template SpmmProblem plan<Policy>(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, \
-                                    const at::Tensor&);                                                      \
-  template Result<Policy> call_spmm<Policy>(const at::Tensor&, const at::Tensor&,                            \
-                                            const std::optional<at::Tensor>&, const at::Tensor&);
+#define TORCHPLUG_INSTANTIATE(name, Policy)                                                                      \
+  template SpmmProblem plan<Policy>(const at::Tensor&, const at::Tensor&, const OptTensor&, const at::Tensor&,  \
+                                    const OptTensor&, const OptTensor&, const OptTensor&);                      \
+  template Result<Policy> call_spmm<Policy>(const at::Tensor&, const at::Tensor&, const OptTensor&,             \
+                                            const at::Tensor&, const OptTensor&, const OptTensor&,             \
+                                            const OptTensor&);
 TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_INSTANTIATE)
 #undef TORCHPLUG_INSTANTIATE
 
+TransposeProblem plan_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  constexpr const char* op = kTransposeOp;
+  check_csr(op, rowptr, col);
+  TORCH_CHECK(num_cols >= 0, op, ": argument 'num_cols' must be at least 0, got ", num_cols);
+  TransposeProblem p;
+  p.M = rowptr.size(0) - 1;
+  p.N = num_cols;
+  p.nnz = col.size(0);
+  check_values(op, rowptr, col, num_cols);
+  p.rowptr = rowptr.contiguous();
+  p.col = col.contiguous();
+  p.colptr = at::empty({p.N + 1}, col.options());
+  p.row = at::empty({p.nnz}, col.options());
+  p.perm = at::empty({p.nnz}, col.options());
+  return p;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> meta_transpose(const at::Tensor& rowptr, const at::Tensor& col,
+                                                              c10::SymInt num_cols) {
+  check_csr(kTransposeOp, rowptr, col);
+  const auto nnz = col.sym_size(0);
+  return {at::empty_symint({num_cols + 1}, col.options()), at::empty_symint({nnz}, col.options()),
+          at::empty_symint({nnz}, col.options())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> call_transpose(const at::Tensor& rowptr, const at::Tensor& col,
+                                                              c10::SymInt num_cols) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow(kTransposeOp, "")
+                       .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                             c10::SymInt)>();
+  return op.call(rowptr, col, num_cols);
+}
+
+SddmmProblem plan_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                        bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+  check_sddmm_args(rowptr, col, a, b, colptr, row, perm);
+  SddmmProblem p;
+  p.M = rowptr.size(0) - 1;
+  p.N = b.size(0);
+  p.nnz = col.size(0);
+  p.F = c10::multiply_integers(a.sizes().slice(1));
+  p.mean = mean;
+  check_values(kSddmmOp, rowptr, col, p.N);
+  check_transpose_values(kSddmmOp, p.M, p.nnz, colptr, row, perm);
+  p.rowptr = rowptr.contiguous();
+  p.col = col.contiguous();
+  p.a = a.contiguous();
+  p.b = b.contiguous();
+  p.out = at::empty({p.nnz}, a.options());
+  return p;
+}
+
+at::Tensor meta_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                      bool /*mean*/, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+  check_sddmm_args(rowptr, col, a, b, colptr, row, perm);
+  return at::empty_symint({col.sym_size(0)}, a.options());
+}
+
+at::Tensor call_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                      bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow(kSddmmOp, "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                         bool, const OptTensor&, const OptTensor&, const OptTensor&)>();
+  return op.call(rowptr, col, a, b, mean, colptr, row, perm);
+}
+
 }  // namespace spmm_detail
+
+namespace {
+
+struct TransposeArgs {
+  std::optional<at::Tensor> colptr, row, perm;
+  explicit TransposeArgs(const std::optional<SpmmTranspose>& t) {
+    if (t.has_value()) {
+      colptr = t->colptr;
+      row = t->row;
+      perm = t->perm;
+    }
+  }
+};
+
+}  // namespace
 
 #define TORCHPLUG_SPMM_API(name, Policy)                                                                     \
   spmm_detail::Result<Policy> spmm_##name(const at::Tensor& rowptr, const at::Tensor& col,                  \
-                                          const std::optional<at::Tensor>& value, const at::Tensor& x) {     \
-    return spmm_detail::call_spmm<Policy>(rowptr, col, value, x);                                           \
+                                          const std::optional<at::Tensor>& value, const at::Tensor& x,       \
+                                          const std::optional<SpmmTranspose>& transpose) {                  \
+    const TransposeArgs t(transpose);                                                                        \
+    return spmm_detail::call_spmm<Policy>(rowptr, col, value, x, t.colptr, t.row, t.perm);                 \
   }
 TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_SPMM_API)
 #undef TORCHPLUG_SPMM_API
 
 at::Tensor spmm(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
-                const at::Tensor& x, std::string_view reduce) {
-  if (reduce == "sum" || reduce == "add") return spmm_sum(rowptr, col, value, x);
-  if (reduce == "mean") return spmm_mean(rowptr, col, value, x);
-  if (reduce == "min") return std::get<0>(spmm_min(rowptr, col, value, x));
-  if (reduce == "max") return std::get<0>(spmm_max(rowptr, col, value, x));
+                const at::Tensor& x, std::string_view reduce, const std::optional<SpmmTranspose>& transpose) {
+  if (reduce == "sum" || reduce == "add") return spmm_sum(rowptr, col, value, x, transpose);
+  if (reduce == "mean") return spmm_mean(rowptr, col, value, x, transpose);
+  if (reduce == "min") return std::get<0>(spmm_min(rowptr, col, value, x, transpose));
+  if (reduce == "max") return std::get<0>(spmm_max(rowptr, col, value, x, transpose));
   TORCH_CHECK_VALUE(false, "torchplug::spmm: argument 'reduce' must be one of 'sum', 'add', 'mean', 'min', "
                     "'max', got '", reduce, "'");
+}
+
+SpmmTranspose spmm_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
+  auto [colptr, row, perm] = spmm_detail::call_transpose(rowptr, col, num_cols);
+  return {colptr, row, perm};
+}
+
+at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                 bool mean, const std::optional<SpmmTranspose>& transpose) {
+  const TransposeArgs t(transpose);
+  return spmm_detail::call_sddmm(rowptr, col, a, b, mean, t.colptr, t.row, t.perm);
 }
 
 }  // namespace torchplug
@@ -130,15 +289,23 @@ at::Tensor spmm(const at::Tensor& rowptr, const at::Tensor& col, const std::opti
 TORCHPLUG_LIBRARY(torchplug, m) {
   const std::vector<c10::ScalarType> dtypes = {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble};
 #define TORCHPLUG_DEFINE(name, Policy)                                                                          \
-  m.define({"spmm_" #name "(Tensor rowptr, Tensor col, Tensor? value, Tensor x) -> " +                           \
+  m.define({"spmm_" #name "(Tensor rowptr, Tensor col, Tensor? value, Tensor x, Tensor? colptr=None, "           \
+            "Tensor? row=None, Tensor? perm=None) -> " +                                                         \
                 std::string(Policy::kHasArg ? "(Tensor, Tensor)" : "Tensor"),                                   \
             dtypes, "Sparse (CSR) times dense with the " #name " of each row's weighted messages."});
   TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_DEFINE)
 #undef TORCHPLUG_DEFINE
+  m.define({"spmm_transpose(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)",
+            {at::kLong}, "A CSR's transpose (CSC) for spmm's gradients, built once by the caller."});
+  m.define({"sddmm(Tensor rowptr, Tensor col, Tensor a, Tensor b, bool mean=False, Tensor? colptr=None, "
+            "Tensor? row=None, Tensor? perm=None) -> Tensor",
+            dtypes, "Per-edge dot products a[row] . b[col] over a CSR (spmm's value gradient)."});
 }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
 #define TORCHPLUG_META(name, Policy) m.impl("spmm_" #name, &torchplug::spmm_detail::meta<Policy>);
   TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_META)
 #undef TORCHPLUG_META
+  m.impl("spmm_transpose", &torchplug::spmm_detail::meta_transpose);
+  m.impl("sddmm", &torchplug::spmm_detail::meta_sddmm);
 }

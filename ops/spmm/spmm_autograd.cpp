@@ -1,13 +1,16 @@
-// Autograd of spmm, with g the output's gradient ([M, F]) and w the edge
-// weights (value, or 1):
-//   sum   x: A^T g, an spmm over the transpose (edges stably sorted by col:
-//         no atomics, the same bits every run); value: g[row(k)] . x[col(k)]
-//   mean  the same with w / deg(row) and g[row(k)] . x[col(k)] / deg(row)
+// Autograd of spmm and sddmm, with g the output's gradient ([M, F]) and w
+// the edge weights (value, or 1):
+//   sum   x: A^T (w g), spmm_sum over the transpose (spmm_transpose's, or the
+//         caller's: no atomics, the same bits every run); value: sddmm,
+//         g[row(k)] . x[col(k)] in one kernel
+//   mean  the same with w / deg(row), and sddmm over deg(row)
 //   min, max  the gradient goes to the arg edge of each output element:
 //         x[col(arg)] gets g w(arg), value(arg) gets g x[col(arg)]
-// Every backward is built from differentiable ops (spmm_sum itself among
-// them), so double backward works. The transpose is built on the device
-// with no host synchronisation (a stable sort, a binary search).
+//   sddmm(a, b)  a: spmm_<sum|mean>(rowptr, col, g, b); b: A^T as for x above,
+//         with g as the weights and a as the output's gradient
+// Every backward is built from differentiable ops (spmm_sum and sddmm among
+// them), so double backward works; a transpose given to the forward op is
+// handed to every op of its backward. Nothing synchronises with the host.
 
 #include "spmm_kernel.h"
 #include "torchplug/core/autograd.h"
@@ -15,12 +18,10 @@
 
 #include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/ones.h>
-#include <ATen/ops/repeat_interleave.h>
-#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/autograd.h>
 #include "torchplug/core/library.h"
 
@@ -35,55 +36,75 @@ using torch::autograd::AutogradContext;
 using torch::autograd::Variable;
 using torch::autograd::variable_list;
 
-// The CSR's transpose for N columns: colptr [N + 1], and for each edge of
-// the transpose (the CSR's edges stably sorted by col) its row and its CSR
-// position. row_of_edge: each CSR edge's row. Sizes stay symbolic, so that
-// torch.compile(dynamic=True) traces backward once for every graph size.
+// A transpose given to an op, or none: (colptr, row, perm).
 struct Transpose {
-  at::Tensor colptr, row, perm, row_of_edge;
+  OptTensor colptr, row, perm;
+
+  static Transpose given(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& perm) {
+    if (!colptr.defined()) return {};
+    return {colptr, row, perm};
+  }
+  // This one, or spmm_transpose's for N columns.
+  Transpose or_built(const at::Tensor& rowptr, const at::Tensor& col, const c10::SymInt& N) const {
+    if (colptr.has_value()) return *this;
+    auto [c, r, p] = call_transpose(rowptr, col, N);
+    return {c, r, p};
+  }
+  std::vector<at::Tensor> saved() const {
+    return {colptr.value_or(at::Tensor()), row.value_or(at::Tensor()), perm.value_or(at::Tensor())};
+  }
 };
 
-at::Tensor rows_of_edges(const at::Tensor& rowptr, const c10::SymInt& nnz) {
-  const auto M = rowptr.sym_size(0) - 1;
-  const auto degrees = rowptr.narrow_symint(0, 1, M) - rowptr.narrow_symint(0, 0, M);
-  return at::repeat_interleave_symint(degrees, std::optional<c10::SymInt>(nnz));
-}
-
-Transpose transpose(const at::Tensor& rowptr, const at::Tensor& col, const c10::SymInt& N) {
-  Transpose t;
-  t.row_of_edge = rows_of_edges(rowptr, col.sym_size(0));
-  const auto [sorted, perm] = col.sort(/*stable=*/true, 0, false);
-  t.perm = perm;
-  t.row = t.row_of_edge.index_select(0, perm);
-  t.colptr = at::searchsorted(sorted, at::arange(N + 1, col.options()));
-  return t;
+// A^T (w g) for spmm_sum, or A^T (w / deg(row) g) for spmm_mean, as an
+// spmm_sum over the transpose: x's gradient for output gradient g ([M, *])
+// and weights w ([nnz], undefined for 1), of x's shape [N, *]. The transpose
+// leaves out edges whose col lies outside [0, N), which unchecked CUDA
+// skips. mean's weights are taken in the math type (a float16 1 / 70000 is
+// subnormal), and so is g then.
+template <typename Policy>
+at::Tensor transposed_product(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
+                              const at::Tensor& g, const c10::SymInt& N, const Transpose& given) {
+  const Transpose t = given.or_built(rowptr, col, N);
+  at::Tensor weights = w.defined() ? w.index_select(0, *t.perm) : at::Tensor();
+  at::Tensor grad = g;
+  if constexpr (Policy::kDividesByCount) {
+    const auto math = at::toOpMathType(g.scalar_type());
+    const auto M = rowptr.sym_size(0) - 1;
+    const auto degrees = (rowptr.narrow_symint(0, 1, M) - rowptr.narrow_symint(0, 0, M)).clamp_min(1).to(math);
+    const auto scale = degrees.reciprocal().index_select(0, *t.row);
+    weights = weights.defined() ? weights.to(math) * scale : scale;
+    grad = g.to(math);
+  }
+  const std::optional<at::Tensor> value = weights.defined() ? std::optional<at::Tensor>(weights) : std::nullopt;
+  return call_spmm<SumPolicy>(*t.colptr, *t.row, value, grad, std::nullopt, std::nullopt, std::nullopt)
+      .to(g.scalar_type());
 }
 
 // x's gradient and value's (each undefined where not wanted) for output
-// gradient g, computed in the math type (a float16 degree or weight sum is
-// inf past 65504). An edge whose col lies outside [0, N), which the CUDA
-// kernels skip outside checked mode, gets no gradient and sends none.
+// gradient g.
 template <typename Policy>
 std::pair<at::Tensor, at::Tensor> gradients(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& value,
                                             const at::Tensor& x, const at::Tensor& arg, const at::Tensor& g,
-                                            bool x_grad_wanted, bool value_grad_wanted) {
-  const auto M = rowptr.sym_size(0) - 1;
-  const auto N = x.sym_size(0);
-  const auto nnz = col.sym_size(0);
-  c10::SymInt F = 1;
-  for (const auto& size : x.sym_sizes().slice(1)) F = F * size;
-  if (nnz == 0) {  // no message reached any row
-    return {x_grad_wanted ? at::zeros_like(x) : at::Tensor(),
-            value_grad_wanted ? at::zeros_symint({0}, x.options()) : at::Tensor()};
-  }
-  const auto math = at::toOpMathType(x.scalar_type());
-  const auto x2 = x.reshape_symint({N, F}).to(math);
-  const auto g2 = g.reshape_symint({M, F}).to(math);
-  const auto inside = col.ge(0).logical_and_(col.lt(N));
-  const auto safe_col = at::where(inside, col, 0);
-  const auto weight = at::where(inside, value.defined() ? value.to(math) : at::ones_like(col, x2.options()), 0);
+                                            const Transpose& transpose, bool x_grad_wanted, bool value_grad_wanted) {
   at::Tensor x_grad, value_grad;
   if constexpr (Policy::kHasArg) {
+    const auto M = rowptr.sym_size(0) - 1;
+    const auto N = x.sym_size(0);
+    const auto nnz = col.sym_size(0);
+    if (nnz == 0) {  // no message reached any row
+      return {x_grad_wanted ? at::zeros_like(x) : at::Tensor(),
+              value_grad_wanted ? at::zeros_symint({0}, x.options()) : at::Tensor()};
+    }
+    c10::SymInt F = 1;
+    for (const auto& size : x.sym_sizes().slice(1)) F = F * size;
+    // In the math type; an edge whose col lies outside [0, N) (skipped on
+    // unchecked CUDA) gets no gradient and sends none.
+    const auto math = at::toOpMathType(x.scalar_type());
+    const auto x2 = x.reshape_symint({N, F}).to(math);
+    const auto g2 = g.reshape_symint({M, F}).to(math);
+    const auto inside = col.ge(0).logical_and_(col.lt(N));
+    const auto safe_col = at::where(inside, col, 0);
+    const auto weight = at::where(inside, value.defined() ? value.to(math) : at::ones_like(col, x2.options()), 0);
     const auto edges = arg.reshape_symint({M, F});
     const auto k = at::where(edges.lt(nnz), edges, 0);
     const auto flat = k.reshape(-1);
@@ -92,78 +113,114 @@ std::pair<at::Tensor, at::Tensor> gradients(const at::Tensor& rowptr, const at::
     if (x_grad_wanted) {
       const auto w = weight.index_select(0, flat).view_as(k);
       x_grad = at::zeros_like(x2).scatter_add(0, c, at::where(held, g2 * w, 0));
+      x_grad = x_grad.to(x.scalar_type()).view_symint(x.sym_sizes());
     }
     if (value_grad_wanted) {
       value_grad = at::zeros_symint({nnz}, x2.options()).index_add(0, flat, at::where(held, g2 * x2.gather(0, c), 0)
                                                                                 .reshape(-1));
+      value_grad = value_grad.to(x.scalar_type());
     }
   } else {
-    at::Tensor scale;  // mean: 1 / deg(row) per edge
-    if constexpr (Policy::kDividesByCount) {
-      const auto degrees = (rowptr.narrow_symint(0, 1, M) - rowptr.narrow_symint(0, 0, M)).clamp_min(1).to(math);
-      scale = degrees.reciprocal().index_select(0, rows_of_edges(rowptr, nnz));
-    }
-    if (x_grad_wanted) {
-      const Transpose t = transpose(rowptr, safe_col, N);
-      const auto w = scale.defined() ? weight * scale : weight;
-      x_grad = call_spmm<SumPolicy>(t.colptr, t.row, w.index_select(0, t.perm), g2);
-    }
+    if (x_grad_wanted) x_grad = transposed_product<Policy>(rowptr, col, value, g, x.sym_size(0), transpose);
     if (value_grad_wanted) {
-      const auto messages = g2.index_select(0, rows_of_edges(rowptr, nnz)) * x2.index_select(0, safe_col);
-      value_grad = at::where(inside, messages.sum(1), 0);
-      if (scale.defined()) value_grad = value_grad * scale;
+      value_grad = call_sddmm(rowptr, col, g, x, Policy::kDividesByCount, transpose.colptr, transpose.row,
+                              transpose.perm);
     }
   }
-  if (x_grad.defined()) x_grad = x_grad.to(x.scalar_type()).view_symint(x.sym_sizes());
-  if (value_grad.defined()) value_grad = value_grad.to(x.scalar_type());
   return {x_grad, value_grad};
 }
 
 template <typename Policy>
 class SpmmFunction : public torch::autograd::Function<SpmmFunction<Policy>> {
  public:
-  // `value` is an empty placeholder when not `weighted` (Function::apply
-  // takes no undefined tensor).
+  // `value` is an empty placeholder when not `weighted`.
   static variable_list forward(AutogradContext* ctx, const Variable& rowptr, const Variable& col,
-                               const Variable& value, const Variable& x, bool weighted) {
+                               const Variable& value, const Variable& x, bool weighted, const OptTensor& colptr,
+                               const OptTensor& row, const OptTensor& perm) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const std::optional<at::Tensor> weights = weighted ? std::optional<at::Tensor>(value) : std::nullopt;
-    auto result = call_spmm<Policy>(rowptr, col, weights, x);
+    const OptTensor weights = weighted ? OptTensor(value) : std::nullopt;
+    auto result = call_spmm<Policy>(rowptr, col, weights, x, colptr, row, perm);
+    const auto transpose = Transpose{colptr, row, perm}.saved();
+    at::Tensor arg;
     if constexpr (Policy::kHasArg) {
-      const auto& [out, arg] = result;
+      arg = std::get<1>(result);
       ctx->mark_non_differentiable({arg});
-      ctx->save_for_backward({rowptr, col, weighted ? value : at::Tensor(), x, arg});
-      return {out, arg};
+    }
+    ctx->save_for_backward({rowptr, col, weighted ? value : at::Tensor(), x, arg, transpose[0], transpose[1],
+                            transpose[2]});
+    if constexpr (Policy::kHasArg) {
+      return {std::get<0>(result), arg};
     } else {
-      ctx->save_for_backward({rowptr, col, weighted ? value : at::Tensor(), x, at::Tensor()});
       return {result};
     }
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     const bool value_grad = s[2].defined() && ctx->needs_input_grad(2);
-    auto [x_grad, value_grad_out] =
-        gradients<Policy>(s[0], s[1], s[2], s[3], s[4], grads[0], ctx->needs_input_grad(3), value_grad);
-    return {Variable(), Variable(), value_grad_out, x_grad, Variable()};
+    auto [x_grad, value_grad_out] = gradients<Policy>(s[0], s[1], s[2], s[3], s[4], grads[0],
+                                                      Transpose::given(s[5], s[6], s[7]), ctx->needs_input_grad(3),
+                                                      value_grad);
+    return {Variable(), Variable(), value_grad_out, x_grad, Variable(), Variable(), Variable(), Variable()};
   }
 };
 
 template <typename Policy>
-Result<Policy> spmm_autograd(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
-                             const at::Tensor& x) {
+Result<Policy> spmm_autograd(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value,
+                             const at::Tensor& x, const OptTensor& colptr, const OptTensor& row,
+                             const OptTensor& perm) {
   constexpr const char* op = kOpName<Policy>;
   const at::Tensor weights = value.has_value() ? *value : at::empty({0}, x.options());
   core::check_autograd_support(op, {TORCHPLUG_ARG(x), {"value", &weights}});
   if (!core::records_grad(x, weights)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_spmm<Policy>(rowptr, col, value, x);
+    return call_spmm<Policy>(rowptr, col, value, x, colptr, row, perm);
   }
-  auto outputs = SpmmFunction<Policy>::apply(rowptr, col, weights, x, value.has_value());
+  auto outputs = SpmmFunction<Policy>::apply(rowptr, col, weights, x, value.has_value(), colptr, row, perm);
   if constexpr (Policy::kHasArg) {
     return {outputs[0], outputs[1]};
   } else {
     return outputs[0];
   }
+}
+
+class SddmmFunction : public torch::autograd::Function<SddmmFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Variable& rowptr, const Variable& col, const Variable& a,
+                               const Variable& b, bool mean, const OptTensor& colptr, const OptTensor& row,
+                               const OptTensor& perm) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto out = call_sddmm(rowptr, col, a, b, mean, colptr, row, perm);
+    const auto transpose = Transpose{colptr, row, perm}.saved();
+    ctx->save_for_backward({rowptr, col, a, b, transpose[0], transpose[1], transpose[2]});
+    ctx->saved_data["mean"] = mean;
+    return {out};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const bool mean = ctx->saved_data["mean"].toBool();
+    const Transpose transpose = Transpose::given(s[4], s[5], s[6]);
+    const at::Tensor& g = grads[0];
+    at::Tensor a_grad, b_grad;
+    if (ctx->needs_input_grad(2)) {
+      a_grad = mean ? call_spmm<MeanPolicy>(s[0], s[1], g, s[3], transpose.colptr, transpose.row, transpose.perm)
+                    : call_spmm<SumPolicy>(s[0], s[1], g, s[3], transpose.colptr, transpose.row, transpose.perm);
+    }
+    if (ctx->needs_input_grad(3)) {
+      b_grad = mean ? transposed_product<MeanPolicy>(s[0], s[1], g, s[2], s[3].sym_size(0), transpose)
+                    : transposed_product<SumPolicy>(s[0], s[1], g, s[2], s[3].sym_size(0), transpose);
+    }
+    return {Variable(), Variable(), a_grad, b_grad, Variable(), Variable(), Variable(), Variable()};
+  }
+};
+
+at::Tensor sddmm_autograd(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                          bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+  core::check_autograd_support(kSddmmOp, {TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
+  if (!core::records_grad(a, b)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_sddmm(rowptr, col, a, b, mean, colptr, row, perm);
+  }
+  return SddmmFunction::apply(rowptr, col, a, b, mean, colptr, row, perm)[0];
 }
 
 }  // namespace
@@ -173,4 +230,5 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
 #define TORCHPLUG_AUTOGRAD(name, Policy) m.impl("spmm_" #name, &torchplug::spmm_detail::spmm_autograd<Policy>);
   TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_AUTOGRAD)
 #undef TORCHPLUG_AUTOGRAD
+  m.impl("sddmm", &torchplug::spmm_detail::sddmm_autograd);
 }

@@ -1,4 +1,4 @@
-// spmm on the CPU: rows in parallel, each row's edges in order into one
+// spmm, spmm_transpose and sddmm on the CPU. spmm: rows in parallel, each row's edges in order into one
 // accumulator row in the math type (so min and max keep the first edge
 // holding the result, and results do not depend on the thread count). The x
 // rows the edges name are random: they are prefetched kPrefetchEdges edges
@@ -101,14 +101,96 @@ void spmm_kernel_cpu(const SpmmProblem& p) {
   });
 }
 
+// The transpose by a counting sort: one pass counts each column's edges,
+// a prefix sum places the columns, and a pass over the edges in CSR order
+// drops each into its column's next slot, so that a column's edges come in
+// increasing position. Sequential: O(nnz + N), on the CPU far below the
+// sort it replaces. An edge whose col lies outside [0, N) (the entry
+// refuses them on the CPU; the bucket keeps the kernel safe) goes last.
+void transpose_kernel_cpu(const TransposeProblem& p) {
+  const int64_t* rowptr = p.rowptr.const_data_ptr<int64_t>();
+  const int64_t* col = p.col.const_data_ptr<int64_t>();
+  int64_t* colptr = p.colptr.mutable_data_ptr<int64_t>();
+  int64_t* row = p.row.mutable_data_ptr<int64_t>();
+  int64_t* perm = p.perm.mutable_data_ptr<int64_t>();
+  const int64_t N = p.N;
+  const auto bucket = [&](int64_t k) { return col[k] >= 0 && col[k] < N ? col[k] : N; };
+  std::vector<int64_t> next(N + 2, 0);  // counts, then each bucket's next slot
+  for (int64_t k = 0; k < p.nnz; ++k) ++next[bucket(k) + 1];
+  for (int64_t c = 0; c <= N; ++c) next[c + 1] += next[c];
+  std::copy(next.begin(), next.begin() + N + 1, colptr);
+  for (int64_t r = 0; r < p.M; ++r) {
+    for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
+      const int64_t slot = next[bucket(k)]++;
+      row[slot] = r;
+      perm[slot] = k;
+    }
+  }
+}
+
+namespace {
+
+// sum_f a[f] * b[f] in the math type, in kLanes interleaved partial sums that
+// the compiler keeps in one vector register (a single running sum would
+// serialise the adds), compiled for AVX-512, AVX2 and baseline x86-64.
+template <typename scalar_t, typename acc_t>
+TORCHPLUG_VECTORISED_CLONES acc_t dot(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b, int64_t F) {
+  constexpr int kLanes = 16;
+  acc_t lanes[kLanes] = {};
+  int64_t f = 0;
+  for (; f + kLanes <= F; f += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lanes[j] += static_cast<acc_t>(a[f + j]) * static_cast<acc_t>(b[f + j]);
+  }
+  for (; f < F; ++f) lanes[0] += static_cast<acc_t>(a[f]) * static_cast<acc_t>(b[f]);
+  acc_t sum = 0;
+  for (int j = 0; j < kLanes; ++j) sum += lanes[j];
+  return sum;
+}
+
+// Edges in parallel (a hub row is shared out like any other), each range
+// starting at its first edge's row and walking rowptr from there; every
+// edge's product is its own, so the result does not depend on the threads.
+template <typename scalar_t>
+void sddmm_edges(const SddmmProblem& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t* rowptr = p.rowptr.const_data_ptr<int64_t>();
+  const int64_t* col = p.col.const_data_ptr<int64_t>();
+  const scalar_t* a = p.a.const_data_ptr<scalar_t>();
+  const scalar_t* b = p.b.const_data_ptr<scalar_t>();
+  scalar_t* out = p.out.mutable_data_ptr<scalar_t>();
+  const int64_t F = p.F;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(F, 1));
+  at::parallel_for(0, p.nnz, grain, [&](int64_t first, int64_t last) {
+    // The row of edge `first`: the last r with rowptr[r] <= first.
+    int64_t row = std::upper_bound(rowptr, rowptr + p.M + 1, first) - rowptr - 1;
+    for (int64_t k = first; k < last; ++k) {
+      while (rowptr[row + 1] <= k) ++row;
+      if (k + kPrefetchEdges < last) prefetch_row(b + col[k + kPrefetchEdges] * F, F);
+      acc_t product = dot<scalar_t, acc_t>(a + row * F, b + col[k] * F, F);
+      if (p.mean) product /= static_cast<acc_t>(rowptr[row + 1] - rowptr[row]);
+      out[k] = static_cast<scalar_t>(product);
+    }
+  });
+}
+
+}  // namespace
+
+void sddmm_kernel_cpu(const SddmmProblem& p) {
+  if (p.nnz == 0) return;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.a.scalar_type(), kSddmmOp,
+                                  [&] { sddmm_edges<scalar_t>(p); });
+}
+
 namespace {
 
 struct CpuKernels {
-  static void check(const char* op, const at::Tensor& x) { TORCHPLUG_CHECK_CPU(op, x); }
+  static void check(const char* op, const char* arg, const at::Tensor& t) { core::check_cpu(op, arg, t); }
   template <typename Policy>
   static void run(const SpmmProblem& p) {
     spmm_kernel_cpu<Policy>(p);
   }
+  static void transpose(const TransposeProblem& p) { transpose_kernel_cpu(p); }
+  static void sddmm(const SddmmProblem& p) { sddmm_kernel_cpu(p); }
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "../scatter/cuda/segments.cuh"
 #include "spmm_kernel.h"
+#include "torchplug/core/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/vector.cuh"
 
@@ -38,6 +39,17 @@ __device__ __forceinline__ void row_bounds(const int64_t* __restrict__ rowptr, i
                                            int64_t& start, int64_t& end) {
   start = min(max(rowptr[row], int64_t{0}), nnz);
   end = min(max(rowptr[row + 1], start), nnz);
+}
+
+// A row's (or a partial's) accumulators before its first edge: the policy's
+// identity, held by `position`.
+template <typename Policy, typename acc_t, int V>
+__device__ __forceinline__ void start_accumulators(acc_t (&acc)[V], int64_t (&held)[V], int64_t position) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    acc[j] = Policy::template identity<acc_t>();
+    held[j] = position;
+  }
 }
 
 // Combines the messages of edges k .. k + U - 1 (all loads in flight) into
@@ -104,11 +116,8 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
     }
     acc_t acc[V];
     int64_t held[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      acc[j] = Policy::template identity<acc_t>();
-      held[j] = start;  // in order: the first edge holds an identity nothing beats
-    }
+    // In order: the first edge holds an identity nothing beats.
+    start_accumulators<Policy>(acc, held, start);
     int64_t k = start;
     for (; k + kEdgesInFlight <= end; k += kEdgesInFlight) {
       add_edges<Policy, true, kEdgesInFlight, kWeighted, scalar_t, V>(acc, held, col, value, x, k, 1, s, offset);
@@ -132,20 +141,6 @@ struct Partials {
   int64_t chunks;  // ceil(nnz / kLongRow)
 };
 
-// The row holding edge k: the last r with rowptr[r] <= k.
-__device__ __forceinline__ int64_t row_of_edge(const int64_t* __restrict__ rowptr, int64_t M, int64_t k) {
-  int64_t low = 0, high = M - 1;
-  while (low < high) {
-    const int64_t mid = (low + high + 1) / 2;
-    if (rowptr[mid] <= k) {
-      low = mid;
-    } else {
-      high = mid - 1;
-    }
-  }
-  return low;
-}
-
 template <typename Policy, typename scalar_t, int V, bool kWeighted>
 __global__ void spmm_long_partials_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
                                           const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
@@ -158,8 +153,9 @@ __global__ void spmm_long_partials_kernel(const int64_t* __restrict__ rowptr, co
     const int64_t chunk = t / vectors;
     const int64_t offset = (t - chunk * vectors) * V;
     const int64_t first = chunk * kLongRow, last = min(first + kLongRow, s.nnz);
+    const core::Csr<int64_t> csr{rowptr, nullptr, nullptr, nullptr};
     for (int at_end = 0; at_end < 2; ++at_end) {
-      const int64_t row = row_of_edge(rowptr, s.M, at_end ? last - 1 : first);
+      const int64_t row = csr.row_at(nullptr, at_end ? last - 1 : first, false, s.M);
       int64_t start, end;
       row_bounds(rowptr, row, s.nnz, start, end);
       const bool starts_inside = start > first;
@@ -167,11 +163,7 @@ __global__ void spmm_long_partials_kernel(const int64_t* __restrict__ rowptr, co
       if (end - start <= kLongRow || (at_end && !starts_inside)) continue;
       acc_t acc[V];
       int64_t held[V];
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        acc[j] = Policy::template identity<acc_t>();
-        held[j] = std::numeric_limits<int64_t>::max();
-      }
+      start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
       int64_t k = max(start, first);
       const int64_t to = min(end, last);
       for (; k + kEdgesInFlight <= to; k += kEdgesInFlight) {
@@ -203,11 +195,7 @@ __global__ void spmm_long_rows_kernel(const int64_t* __restrict__ rowptr,
     if (end - start <= kLongRow) continue;
     acc_t acc[V];
     int64_t held[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      acc[j] = Policy::template identity<acc_t>();
-      held[j] = std::numeric_limits<int64_t>::max();
-    }
+    start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
     const int64_t last_chunk = (end - 1) / kLongRow;
 #pragma unroll 4
     for (int64_t chunk = start / kLongRow; chunk <= last_chunk; ++chunk) {

@@ -9,7 +9,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <c10/core/SymInt.h>
+
 #include <optional>
+#include <tuple>
 
 // The reductions spmm takes: _(name, policy).
 #define TORCHPLUG_FOR_EACH_SPMM_REDUCTION(_) \
@@ -30,6 +33,11 @@ inline constexpr const char* kOpName = nullptr;
 TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_SPMM_OP_NAME)
 #undef TORCHPLUG_SPMM_OP_NAME
 
+using OptTensor = std::optional<at::Tensor>;
+
+inline constexpr const char* kTransposeOp = "torchplug::spmm_transpose";
+inline constexpr const char* kSddmmOp = "torchplug::sddmm";
+
 // x viewed as [N, F] gathered by a CSR of M rows into out viewed as [M, F].
 struct SpmmProblem {
   at::Tensor rowptr;  // contiguous int64 [M + 1]
@@ -41,22 +49,58 @@ struct SpmmProblem {
 };
 
 // Checks the arguments (on the CPU and in checked mode rowptr's and col's
-// values too) and allocates the outputs.
+// values, and those of a transpose given, too) and allocates the outputs.
+// The transpose (colptr, row, perm) is checked only: the forward kernels do
+// not read it.
 template <typename Policy>
-SpmmProblem plan(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
-                 const at::Tensor& x);
+SpmmProblem plan(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value, const at::Tensor& x,
+                 const OptTensor& colptr, const OptTensor& row, const OptTensor& perm);
 // The Meta kernels: checks and outputs of the right shape.
 template <typename Policy>
-Result<Policy> meta(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
-                    const at::Tensor& x);
+Result<Policy> meta(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value, const at::Tensor& x,
+                    const OptTensor& colptr, const OptTensor& row, const OptTensor& perm);
 // The ops through the dispatcher.
 template <typename Policy>
-Result<Policy> call_spmm(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
-                         const at::Tensor& x);
+Result<Policy> call_spmm(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value,
+                         const at::Tensor& x, const OptTensor& colptr = std::nullopt,
+                         const OptTensor& row = std::nullopt, const OptTensor& perm = std::nullopt);
 
 template <typename Policy>
 void spmm_kernel_cpu(const SpmmProblem& p);
 template <typename Policy>
 void spmm_kernel_cuda(const SpmmProblem& p);
+
+// spmm_transpose's problem: the CSR (rowptr, col) of M rows and N columns,
+// and its outputs.
+struct TransposeProblem {
+  at::Tensor rowptr, col;  // contiguous int64
+  int64_t M = 0, N = 0, nnz = 0;
+  at::Tensor colptr, row, perm;  // [N + 1], [nnz], [nnz]
+};
+TransposeProblem plan_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> meta_transpose(const at::Tensor& rowptr, const at::Tensor& col,
+                                                              c10::SymInt num_cols);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> call_transpose(const at::Tensor& rowptr, const at::Tensor& col,
+                                                              c10::SymInt num_cols);
+void transpose_kernel_cpu(const TransposeProblem& p);
+void transpose_kernel_cuda(const TransposeProblem& p);
+
+// sddmm's problem: a [M, F] and b [N, F] over the CSR's edges into out [nnz].
+struct SddmmProblem {
+  at::Tensor rowptr, col;  // contiguous int64
+  at::Tensor a, b;         // contiguous, one dtype
+  int64_t M = 0, N = 0, nnz = 0, F = 1;
+  bool mean = false;
+  at::Tensor out;  // [nnz], a's dtype
+};
+SddmmProblem plan_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                        bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm);
+at::Tensor meta_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                      bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm);
+at::Tensor call_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                      bool mean, const OptTensor& colptr = std::nullopt, const OptTensor& row = std::nullopt,
+                      const OptTensor& perm = std::nullopt);
+void sddmm_kernel_cpu(const SddmmProblem& p);
+void sddmm_kernel_cuda(const SddmmProblem& p);
 
 }  // namespace torchplug::spmm_detail

@@ -223,3 +223,239 @@ def test_compile_traces_backward_once_for_every_graph_size() -> None:
         torch.testing.assert_close((x.grad, value.grad), want)
     torch._dynamo.reset()
     assert counter.frame_count == 1
+
+
+# --------------------------------------------------------------- the transpose
+
+
+def transpose_reference(rowptr: Tensor, col: Tensor, N: int):
+    """(colptr, row, perm) from a stable argsort of col in plain PyTorch."""
+    rowptr, col = rowptr.cpu(), col.cpu()
+    row = torch.repeat_interleave(torch.arange(rowptr.numel() - 1), rowptr.diff(), output_size=col.numel())
+    perm = torch.sort(col, stable=True).indices
+    colptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(col, minlength=N).cumsum(0)])
+    return colptr, row[perm], perm
+
+
+@pytest.mark.parametrize("M, N, nnz, hub", [(30, 20, 90, 0), (6, 2500, 50, 3000), (12, 9, 0, 0), (0, 5, 0, 0),
+                                            (200, 70000, 4000, 1500)])
+def test_transpose_is_the_stable_sort_by_column(M: int, N: int, nnz: int, hub: int, device: str) -> None:
+    g = torch.Generator().manual_seed(6)
+    rowptr, col = graph(M, N, nnz, g, hub)
+    got = torchplug.spmm_transpose(rowptr.to(device), col.to(device), N)
+    for name, have, want in zip(("colptr", "row", "perm"), got, transpose_reference(rowptr, col, N)):
+        assert have.dtype == torch.long and have.device.type == device, name
+        assert torch.equal(have.cpu(), want), name
+    # More columns than col names: the last ones are empty.
+    colptr = torchplug.spmm_transpose(rowptr.to(device), col.to(device), N + 3)[0]
+    want = torch.cat([transpose_reference(rowptr, col, N)[0], torch.full((3,), col.numel())])
+    assert torch.equal(colptr.cpu(), want)
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_gradients_equal_with_and_without_the_cached_transpose(reduce: str, dtype: torch.dtype, device: str) -> None:
+    g = torch.Generator().manual_seed(7)
+    rowptr, col = (t.to(device) for t in graph(400, 300, 6000, g, hub=2500))
+    x = torch.randn(300, 8, generator=g, dtype=dtype).to(device).requires_grad_()
+    value = torch.randn(col.numel(), generator=g, dtype=dtype).to(device).requires_grad_()
+    grad = torch.randn(400, 8, generator=g, dtype=dtype).to(device)
+    transpose = torchplug.spmm_transpose(rowptr, col, 300)
+    fn = getattr(torchplug, f"spmm_{reduce}")
+
+    def same(want: Tensor, have: Tensor) -> None:
+        if reduce in ("min", "max") and device == "cuda":
+            # Their gradients add into x and value with scatter_add and
+            # index_add, atomics on CUDA: the same terms in another order.
+            torch.testing.assert_close(have, want)
+        else:
+            assert torch.equal(want, have)
+
+    for weights, inputs in ((value, (x, value)), (None, (x,))):
+        plain = torch.autograd.grad(call(reduce, rowptr, col, weights, x)[0], inputs, grad)
+        result = fn(rowptr, col, weights, x, transpose=transpose)
+        cached = torch.autograd.grad(result if isinstance(result, Tensor) else result[0], inputs, grad)
+        for want, have in zip(plain, cached):
+            same(want, have)
+        front = torch.autograd.grad(torchplug.spmm((rowptr, col, weights), x, reduce, transpose=transpose), inputs,
+                                    grad)
+        for want, have in zip(plain, front):
+            same(want, have)
+
+
+def test_backward_uses_the_cached_transpose_and_sddmm() -> None:
+    """With a transpose given, backward builds none; value's gradient is
+    sddmm, and no op of backward makes a tensor of E x F elements."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Calls(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+            self.largest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func.overloadpacket))
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, Tensor):
+                    self.largest = max(self.largest, t.numel())
+            return out
+
+    g = torch.Generator().manual_seed(8)
+    M, N, F = 20, 15, 4
+    rowptr, col = graph(M, N, 80, g)
+    x = torch.randn(N, F, generator=g, requires_grad=True)
+    value = torch.randn(col.numel(), generator=g, requires_grad=True)
+    for reduce in ("sum", "mean"):
+        for transpose in (None, torchplug.spmm_transpose(rowptr, col, N)):
+            out = getattr(torchplug, f"spmm_{reduce}")(rowptr, col, value, x, transpose=transpose)
+            with Calls() as calls:
+                out.sum().backward()
+            assert "torchplug.sddmm" in calls.names, calls.names
+            assert ("torchplug.spmm_transpose" in calls.names) == (transpose is None), calls.names
+            assert calls.largest < col.numel() * F, (calls.largest, calls.names)
+
+
+def test_wrong_transpose_is_refused() -> None:
+    g = torch.Generator().manual_seed(9)
+    rowptr, col = graph(10, 7, 30, g)
+    x = torch.randn(7, 3, generator=g)
+    colptr, row, perm = torchplug.spmm_transpose(rowptr, col, 7)
+    with pytest.raises(RuntimeError, match=r"torchplug::spmm_sum: argument 'colptr' of shape \[7\] must be \[N \+ 1\] "
+                                           r"with N = x.size\(0\) = 7"):
+        torchplug.spmm_sum(rowptr, col, None, x, transpose=(colptr[:-1], row, perm))
+    with pytest.raises(RuntimeError, match=r"torchplug::spmm_mean: argument 'row' of shape \[29\] must be \[nnz\]"):
+        torchplug.spmm_mean(rowptr, col, None, x, transpose=(colptr, row[1:], perm))
+    with pytest.raises(RuntimeError, match=r"torchplug::spmm_max: argument 'perm' of shape \[30, 1\] must be \[nnz\]"):
+        torchplug.spmm_max(rowptr, col, None, x, transpose=(colptr, row, perm.view(-1, 1)))
+    with pytest.raises(RuntimeError, match="torchplug::spmm_sum: argument 'perm' must be an int64"):
+        torchplug.spmm_sum(rowptr, col, None, x, transpose=(colptr, row, perm.int()))
+    with pytest.raises(RuntimeError, match="torchplug::spmm_sum: arguments 'colptr', 'row' and 'perm'"):
+        torch.ops.torchplug.spmm_sum(rowptr, col, None, x, colptr, row)
+    with pytest.raises(IndexError, match="torchplug::spmm_sum: argument 'row'"):
+        torchplug.spmm_sum(rowptr, col, None, x, transpose=(colptr, row + 10, perm))
+    with pytest.raises(IndexError, match="torchplug::spmm_sum: argument 'colptr' must end at nnz"):
+        torchplug.spmm_sum(rowptr, col, None, x, transpose=(colptr.clamp(max=29), row, perm))
+    with pytest.raises(RuntimeError, match=r"torchplug::sddmm: argument 'colptr' of shape \[8\] must be \[N \+ 1\] "
+                                           r"with N = b.size\(0\) = 6"):
+        torchplug.sddmm(rowptr, col.clamp(max=5), torch.randn(10, 3), torch.randn(6, 3), transpose=(colptr, row, perm))
+    with pytest.raises(IndexError, match="torchplug::spmm_transpose: argument 'col'"):
+        torchplug.spmm_transpose(rowptr, col, 5)
+    with pytest.raises(RuntimeError, match="torchplug::spmm_transpose: argument 'num_cols' must be at least 0"):
+        torchplug.spmm_transpose(rowptr[:1], col[:0], -1)
+
+
+# ----------------------------------------------------------------------- sddmm
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("mean", [False, True], ids=["sum", "mean"])
+def test_sddmm_matches_per_edge_products(mean: bool, dtype: torch.dtype, device: str) -> None:
+    g = torch.Generator().manual_seed(10)
+    cases = CASES + [(40, 30, 300, (64,), 0, True), (5, 30, 100, (256,), 2000, True), (9, 11, 50, (7, 3), 0, True)]
+    for M, N, nnz, shape, hub, _ in cases:
+        rowptr, col = graph(M, N, nnz, g, hub)
+        a = torch.randn((M,) + shape, generator=g, dtype=torch.float64).to(dtype)
+        b = torch.randn((N,) + shape, generator=g, dtype=torch.float64).to(dtype)
+        row = torch.repeat_interleave(rowptr.diff(), output_size=col.numel())
+        F = int(torch.tensor(shape, dtype=torch.long).prod())
+        want = (a.double().reshape(M, F)[row] * b.double().reshape(N, F)[col]).sum(1)
+        if mean:
+            want = want / rowptr.diff().double()[row]
+        got = torchplug.sddmm(rowptr.to(device), col.to(device), a.to(device), b.to(device), mean)
+        context = f"M={M} N={N} nnz={col.numel()} a {tuple(a.shape)}"
+        assert got.dtype == dtype and got.shape == (col.numel(),) and got.device.type == device, context
+        rtol, atol = TOLERANCE[dtype]  # summed in float32 or float64, rounded once
+        torch.testing.assert_close(got.double().cpu(), want, rtol=rtol, atol=atol, msg=lambda m: f"{context}\n{m}")
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_value_gradient_against_a_float64_reference(reduce: str, dtype: torch.dtype, device: str) -> None:
+    """value's and x's gradients against autograd of the plain messages
+    reduced in float64, on the same (rounded) inputs: a product of two
+    float16 or bfloat16 values is exact in float32, so min and max pick the
+    same edges (ties are unlikely with random values)."""
+    g = torch.Generator().manual_seed(11)
+    rowptr, col = graph(300, 200, 3000, g, hub=2000)
+    x = torch.randn(200, 16, generator=g, dtype=torch.float64).to(dtype).double()
+    value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(dtype).double()
+    grad = torch.randn(300, 16, generator=g, dtype=torch.float64).to(dtype).double()
+    leaves = (x.clone().requires_grad_(), value.clone().requires_grad_())
+    want = torch.autograd.grad(reference(rowptr, col, leaves[1], leaves[0], reduce)[0], leaves, grad)
+    mine = (x.to(dtype).to(device).requires_grad_(), value.to(dtype).to(device).requires_grad_())
+    got = torch.autograd.grad(call(reduce, rowptr.to(device), col.to(device), mine[1], mine[0])[0], mine,
+                              grad.to(dtype).to(device))
+    rtol, atol = TOLERANCE[dtype]
+    for name, have, expected in zip(("x", "value"), got, want):
+        assert have.dtype == dtype, name
+        # Summed in float32 or float64 and rounded once.
+        torch.testing.assert_close(have.double().cpu(), expected, rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("mean", [False, True], ids=["sum", "mean"])
+def test_sddmm_gradcheck_and_gradgradcheck(mean: bool, device: str) -> None:
+    g = torch.Generator().manual_seed(12)
+    rowptr, col = (t.to(device) for t in graph(12, 9, 40, g))
+    a = torch.randn(12, 3, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    b = torch.randn(9, 3, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    transpose = torchplug.spmm_transpose(rowptr, col, 9)
+    for t in (None, transpose):
+        fn = lambda a, b: torchplug.sddmm(rowptr, col, a, b, mean, transpose=t)  # noqa: E731
+        assert torch.autograd.gradcheck(fn, (a, b))
+        assert torch.autograd.gradgradcheck(fn, (a, b))
+
+
+@pytest.mark.parametrize("reduce", ("sum", "mean"))
+def test_gradcheck_with_the_cached_transpose(reduce: str, device: str) -> None:
+    g = torch.Generator().manual_seed(13)
+    rowptr, col = (t.to(device) for t in graph(12, 9, 40, g))
+    x = torch.randn(9, 3, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(device).requires_grad_()
+    transpose = torchplug.spmm_transpose(rowptr, col, 9)
+    fn = lambda v, x: torchplug.spmm((rowptr, col, v), x, reduce, transpose=transpose)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (value, x))
+    assert torch.autograd.gradgradcheck(fn, (value, x))
+
+
+def test_opcheck_transpose_and_sddmm(device: str) -> None:
+    g = torch.Generator().manual_seed(14)
+    rowptr, col = (t.to(device) for t in graph(8, 6, 20, g))
+    torch.library.opcheck(torch.ops.torchplug.spmm_transpose.default, (rowptr, col, 6))
+    colptr, row, perm = torchplug.spmm_transpose(rowptr, col, 6)
+    a = torch.randn(8, 3, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    b = torch.randn(6, 3, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    for mean in (False, True):
+        torch.library.opcheck(torch.ops.torchplug.sddmm.default, (rowptr, col, a, b, mean))
+        torch.library.opcheck(torch.ops.torchplug.sddmm.default, (rowptr, col, a, b, mean, colptr, row, perm))
+    value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(device).requires_grad_()
+    for reduce in REDUCES:
+        op = getattr(torch.ops.torchplug, f"spmm_{reduce}").default
+        torch.library.opcheck(op, (rowptr, col, value, b, colptr, row, perm))
+
+
+def test_compile_with_the_cached_transpose(device: str) -> None:
+    g = torch.Generator().manual_seed(15)
+    rowptr, col = (t.to(device) for t in graph(20, 10, 60, g))
+    transpose = torchplug.spmm_transpose(rowptr, col, 10)
+    x = torch.randn(10, 4, generator=g).to(device)
+    value = torch.randn(col.numel(), generator=g).to(device)
+
+    def step(x: Tensor, value: Tensor) -> Tensor:
+        out = torchplug.spmm_mean(rowptr, col, value, x, transpose=transpose)
+        t = torchplug.spmm_transpose(rowptr, col, x.size(0))
+        return (out.sum() + torchplug.sddmm(rowptr, col, out, x, transpose=t).sum()
+                + torchplug.spmm_sum(rowptr, col, None, x, transpose=t).sum())
+
+    leaves = (x.clone().requires_grad_(), value.clone().requires_grad_())
+    compiled = torch.compile(step, fullgraph=True)(*leaves)
+    compiled_grads = torch.autograd.grad(compiled, leaves)
+    leaves2 = (x.clone().requires_grad_(), value.clone().requires_grad_())
+    eager = step(*leaves2)
+    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(compiled_grads, torch.autograd.grad(eager, leaves2))
+    scripted = torch.jit.script(torchplug.spmm_mean)
+    torch.testing.assert_close(scripted(rowptr, col, value, x, transpose), torchplug.spmm_mean(rowptr, col, value, x))
+    torch.testing.assert_close(torch.jit.script(torchplug.sddmm)(rowptr, col, x[:0].new_ones(20, 4), x),
+                               torchplug.sddmm(rowptr, col, x.new_ones(20, 4), x))

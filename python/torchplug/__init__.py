@@ -41,7 +41,7 @@ from .scatter import (  # noqa: E402
     scatter_mul,
     scatter_sum,
 )
-from .spmm import spmm, spmm_max, spmm_mean, spmm_min, spmm_sum  # noqa: E402
+from .spmm import sddmm, spmm, spmm_max, spmm_mean, spmm_min, spmm_sum, spmm_transpose  # noqa: E402
 from .segment import (  # noqa: E402
     gather_coo,
     gather_csr,
@@ -103,6 +103,7 @@ __all__ = [
     "segment_mul_csr",
     "segment_sum_coo",
     "segment_sum_csr",
+    "sddmm",
     "set_checks",
     "softmax_csr",
     "spmm",
@@ -110,6 +111,7 @@ __all__ = [
     "spmm_mean",
     "spmm_min",
     "spmm_sum",
+    "spmm_transpose",
     "validates_indices",
     "with_cuda",
 ]

@@ -12,6 +12,16 @@ float64)::
 An empty row holds 0. Differentiable in ``x`` and ``value``. The per-reduction
 functions are TorchScript-able; :func:`spmm` also takes a
 ``torch.sparse_csr_tensor`` adjacency.
+
+x's gradient is a product with the transposed adjacency, which backward
+builds on every call. A caller that multiplies by the same adjacency again
+(a GNN layer every step) builds it once with :func:`spmm_transpose` and
+passes it as ``transpose``; its shapes are checked always, its index ranges
+on the CPU and in checked mode; that it belongs to ``(rowptr, col)`` is the
+caller's promise::
+
+    t = torchplug.spmm_transpose(rowptr, col, x.size(0))
+    out = torchplug.spmm_sum(rowptr, col, value, x, transpose=t)
 """
 
 from typing import Optional, Tuple, Union
@@ -19,32 +29,74 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+Transpose = Tuple[Tensor, Tensor, Tensor]
 
-def spmm_sum(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor) -> Tensor:
+
+def spmm_transpose(rowptr: Tensor, col: Tensor, num_cols: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """The CSR's transpose (CSC) for ``num_cols`` columns: ``(colptr [num_cols
+    + 1], row [nnz], perm [nnz])``, each column's edges in increasing CSR
+    position (``perm``), built on the device without atomics."""
+    return torch.ops.torchplug.spmm_transpose(rowptr, col, num_cols)
+
+
+def spmm_sum(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
+             transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tensor:
     """``A @ x``: the sum of each row's weighted messages. Returns ``[M, *]``."""
-    return torch.ops.torchplug.spmm_sum(rowptr, col, value, x)
+    if transpose is None:
+        return torch.ops.torchplug.spmm_sum(rowptr, col, value, x)
+    colptr, row, perm = transpose
+    return torch.ops.torchplug.spmm_sum(rowptr, col, value, x, colptr, row, perm)
 
 
-def spmm_mean(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor) -> Tensor:
+def spmm_mean(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
+              transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tensor:
     """The sum over the row's number of edges. Returns ``[M, *]``."""
-    return torch.ops.torchplug.spmm_mean(rowptr, col, value, x)
+    if transpose is None:
+        return torch.ops.torchplug.spmm_mean(rowptr, col, value, x)
+    colptr, row, perm = transpose
+    return torch.ops.torchplug.spmm_mean(rowptr, col, value, x, colptr, row, perm)
 
 
-def spmm_min(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor) -> Tuple[Tensor, Tensor]:
+def spmm_min(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
+             transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tuple[Tensor, Tensor]:
     """(values, arg): the smallest weighted message of each row (NaN wins) and
-    the edge holding it (the first such; ``nnz`` for an empty row)."""
-    return torch.ops.torchplug.spmm_min(rowptr, col, value, x)
+    the edge holding it (the first such; ``nnz`` for an empty row). Its
+    gradient needs no transpose: one given is checked and left unused."""
+    if transpose is None:
+        return torch.ops.torchplug.spmm_min(rowptr, col, value, x)
+    colptr, row, perm = transpose
+    return torch.ops.torchplug.spmm_min(rowptr, col, value, x, colptr, row, perm)
 
 
-def spmm_max(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor) -> Tuple[Tensor, Tensor]:
+def spmm_max(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
+             transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tuple[Tensor, Tensor]:
     """(values, arg): the largest weighted message of each row, as :func:`spmm_min`."""
-    return torch.ops.torchplug.spmm_max(rowptr, col, value, x)
+    if transpose is None:
+        return torch.ops.torchplug.spmm_max(rowptr, col, value, x)
+    colptr, row, perm = transpose
+    return torch.ops.torchplug.spmm_max(rowptr, col, value, x, colptr, row, perm)
 
 
-def spmm(adj: Union[Tensor, Tuple[Tensor, Tensor, Optional[Tensor]]], x: Tensor, reduce: str = "sum") -> Tensor:
+def sddmm(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor, mean: bool = False,
+          transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tensor:
+    """Per-edge dot products ``a[row(k)] . b[col(k)]`` (over the row's edge
+    count with ``mean``), ``[nnz]``: value's gradient of :func:`spmm_sum` (or
+    :func:`spmm_mean`) without the E x F messages. ``a [M, *]``, ``b [N, *]``;
+    differentiable in both (b's gradient runs over ``transpose``, built unless
+    given)."""
+    if transpose is None:
+        return torch.ops.torchplug.sddmm(rowptr, col, a, b, mean)
+    colptr, row, perm = transpose
+    return torch.ops.torchplug.sddmm(rowptr, col, a, b, mean, colptr, row, perm)
+
+
+def spmm(adj: Union[Tensor, Tuple[Tensor, Tensor, Optional[Tensor]]], x: Tensor, reduce: str = "sum",
+         transpose: Optional[Transpose] = None) -> Tensor:
     """``reduce`` ("sum" or "add", "mean", "min", "max") of each row's weighted
     messages; ``adj`` is a ``torch.sparse_csr_tensor`` (its values are the
-    weights) or a ``(rowptr, col, value)`` tuple. min and max give their values only."""
+    weights) or a ``(rowptr, col, value)`` tuple. min and max give their
+    values only. ``transpose``: :func:`spmm_transpose` of the adjacency, for
+    x's gradient (sum and mean)."""
     if isinstance(adj, Tensor):
         if adj.layout != torch.sparse_csr:
             raise TypeError(f"torchplug.spmm: argument 'adj' must be a sparse CSR tensor or (rowptr, col, value), "
@@ -57,12 +109,12 @@ def spmm(adj: Union[Tensor, Tuple[Tensor, Tensor, Optional[Tensor]]], x: Tensor,
     else:
         rowptr, col, value = adj
     if reduce in ("sum", "add"):
-        return spmm_sum(rowptr, col, value, x)
+        return spmm_sum(rowptr, col, value, x, transpose)
     if reduce == "mean":
-        return spmm_mean(rowptr, col, value, x)
+        return spmm_mean(rowptr, col, value, x, transpose)
     if reduce == "min":
-        return spmm_min(rowptr, col, value, x)[0]
+        return spmm_min(rowptr, col, value, x, transpose)[0]
     if reduce == "max":
-        return spmm_max(rowptr, col, value, x)[0]
+        return spmm_max(rowptr, col, value, x, transpose)[0]
     raise ValueError(f"torchplug.spmm: argument 'reduce' must be one of 'sum', 'add', 'mean', 'min', 'max', "
                      f"got '{reduce}'")

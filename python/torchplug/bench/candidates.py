@@ -293,10 +293,23 @@ def _composite_lineup(workload: CompositeWorkload, device: torch.device) -> Line
     return Lineup(tuple(candidates), reference="plain PyTorch")
 
 
+def _sparse_mm_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype torch.sparse.mm is compared in: the workload's where it
+    takes a CSR of that dtype on the device, else float32 (named so)."""
+    adj = torch.sparse_csr_tensor(torch.tensor([0, 1]), torch.tensor([0]), torch.ones(1, dtype=dtype), (1, 1))
+    try:
+        torch.sparse.mm(adj.to(device), torch.ones(1, 8, dtype=dtype, device=device))
+    except RuntimeError:
+        return torch.float32
+    return dtype
+
+
 def _spmm_lineup(workload: SpmmWorkload, device: torch.device) -> Lineup:
     """spmm against torch.sparse.mm on the CSR tensor (cuSPARSE on CUDA; sum
-    only) and index_select followed by the best native scatter (index_add_,
-    scatter_reduce_)."""
+    only; in float32 where it takes no CSR of the workload's dtype) and
+    index_select followed by the best native scatter (index_add_,
+    scatter_reduce_). fw+bw rows also time torchplug with the transpose built
+    once beforehand (spmm_transpose), as a training loop would."""
     x_in = workload.make_inputs(device)
     rowptr, col, value, adj, row, x = x_in.rowptr, x_in.col, x_in.value, x_in.adj, x_in.row, x_in.x
     n, f, reduce = workload.n, workload.f, workload.reduce
@@ -314,16 +327,37 @@ def _spmm_lineup(workload: SpmmWorkload, device: torch.device) -> Lineup:
 
     forwards = {TORCHPLUG: ours, "index_select + scatter": gathered}
     if reduce == "sum":
-        forwards["torch.sparse.mm"] = lambda xs, v: torch.sparse.mm(
-            torch.sparse_csr_tensor(rowptr, col, v, (n, n)), xs)
+        mm_dtype = _sparse_mm_dtype(workload.dtype, device)
+        if mm_dtype == workload.dtype:
+            forwards["torch.sparse.mm"] = lambda xs, v: torch.sparse.mm(
+                torch.sparse_csr_tensor(rowptr, col, v, (n, n)), xs)
+        elif not workload.backward:
+            x32, v32 = x.float(), value.float()
+            forwards["torch.sparse.mm (float32)"] = lambda xs, v: torch.sparse.mm(
+                torch.sparse_csr_tensor(rowptr, col, v32, (n, n)), x32).to(workload.dtype)
     if not workload.backward:
         candidates = tuple(Candidate(name, lambda fn=fn: fn(x, value)) for name, fn in forwards.items())
         return Lineup(candidates, reference="index_select + scatter")
-    # x's gradient: torch.sparse.mm's gradient of the CSR values densifies
-    # the adjacency (N x N), so value's is left out of the comparison.
+    transpose = torchplug.spmm_transpose(rowptr, col, n)
+    forwards["torchplug, transpose cached"] = lambda xs, v: torchplug.spmm((rowptr, col, v), xs, reduce,
+                                                                           transpose=transpose)
     leaf_x = x.detach().requires_grad_()
     grad_out = torch.randn(n, f, device=device, dtype=x.dtype)
+    if workload.value_grad:
+        # Both gradients, value's compared (torch.sparse.mm's gradient of the
+        # CSR values densifies the adjacency: N x N).
+        forwards.pop("torch.sparse.mm", None)
+        leaf_value = value.detach().requires_grad_()
 
+        def both_of(fn: Callable[[Tensor, Tensor], Tensor]) -> Callable[[], Tensor]:
+            def run() -> Tensor:
+                return torch.autograd.grad(fn(leaf_x, leaf_value), (leaf_x, leaf_value), grad_out)[1]
+            return run
+
+        candidates = tuple(Candidate(name, both_of(fn)) for name, fn in forwards.items())
+        return Lineup(candidates, reference="index_select + scatter")
+
+    # x's gradient alone, for the same reason.
     def backward_of(fn: Callable[[Tensor, Tensor], Tensor]) -> Callable[[], Tensor]:
         def run() -> Tensor:
             return torch.autograd.grad(fn(leaf_x, value), leaf_x, grad_out)[0]

@@ -253,7 +253,8 @@ class SpmmInputs:
 class SpmmWorkload:
     """``spmm_<reduce>`` of an ``N x N`` adjacency with ``E`` edges (random
     columns; rows uniform, or ``skew``: power-law degrees with a few hubs) and
-    ``x [N, F]``; ``backward``: the sum forward plus x's gradient."""
+    ``x [N, F]``; ``backward``: the sum forward plus x's gradient, and with
+    ``value_grad`` value's too."""
 
     op: ClassVar[str] = "spmm"
     e: int
@@ -263,11 +264,12 @@ class SpmmWorkload:
     skew: bool = False
     backward: bool = False
     dtype: torch.dtype = torch.float32
+    value_grad: bool = False
 
     @property
     def name(self) -> str:
         """Table label, e.g. ``spmm_sum E=10M F=64 N=1M uniform float32``."""
-        op = f"spmm_{self.reduce}" + (" fw+bw" if self.backward else "")
+        op = f"spmm_{self.reduce}" + (" fw+bw" if self.backward else "") + (" (x, value)" if self.value_grad else "")
         degrees = "power-law" if self.skew else "uniform"
         return f"{op} E={count_label(self.e)} F={self.f} N={count_label(self.n)} {degrees} {dtype_label(self.dtype)}"
 
@@ -277,15 +279,16 @@ class SpmmWorkload:
 
     def min_bytes(self) -> int:
         """Gather x once per edge (E x F), read col and value, write N x F;
-        backward as much again (x's gradient over the transpose)."""
+        backward as much again for x's gradient (over the transpose) and for
+        value's (x gathered per edge again, the output's gradient read)."""
         once = self.dtype.itemsize * (self.e + self.n) * self.f + 12 * self.e
-        return 2 * once if self.backward else once
+        return (1 + self.backward + self.value_grad) * once
 
     def params(self) -> dict[str, object]:
         """The sizes, for the JSON record."""
         return {"E": self.e, "F": self.f, "N": self.n, "reduce": self.reduce,
                 "degrees": "power-law" if self.skew else "uniform", "backward": self.backward,
-                "dtype": dtype_label(self.dtype)}
+                "value_grad": self.value_grad, "dtype": dtype_label(self.dtype)}
 
     def make_inputs(self, device: torch.device) -> SpmmInputs:
         if self.skew:  # log-uniform rows over [1, N]: density about 1 / x
@@ -460,6 +463,9 @@ def _gpu_profile() -> Profile:
             *(SpmmWorkload(e, f, n, reduce=r) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000))
               for r in ("mean", "min", "max")),
             *(SpmmWorkload(e, f, n, backward=True) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000))),
+            *(SpmmWorkload(10 * m, 64, m, dtype=d) for d in (torch.float16, torch.bfloat16)),
+            *(SpmmWorkload(10 * m, 64, m, backward=True, value_grad=True, dtype=d) for d in (torch.float32,
+                                                                                            torch.bfloat16)),
             AddWorkload(2**29),
             *add_layouts(2**27),
         ),
