@@ -162,11 +162,19 @@ def add_paths() -> None:
         torchplug.add(a, a)
         torchplug.add(a, a[..., :1])
         torchplug.add(a[1:], a[:-1])
+    # The row kernel's layouts: outer broadcast, bias, transposed, mixed dtypes, odd widths.
+    for dtype in (torch.bfloat16, torch.float32):
+        column = torch.randn(513, 1, device="cuda", dtype=dtype)
+        row = torch.randn(1, 1027, device="cuda", dtype=dtype)
+        torchplug.add(column, row)
+        torchplug.add(torch.randn(513, 1027, device="cuda", dtype=dtype), row.float())
+        torchplug.add(torch.randn(1027, 513, device="cuda", dtype=dtype).t(), column)
+    torchplug.add(torch.randint(0, 9, (333, 77), device="cuda", dtype=torch.int32), torch.randn(77, device="cuda"))
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] in (["composite"], ["spmm"]):  # one family alone
-        {"composite": composite_paths, "spmm": spmm_paths}[sys.argv[1]]()
+    if sys.argv[1:] in (["composite"], ["spmm"], ["add"]):  # one family alone
+        {"composite": composite_paths, "spmm": spmm_paths, "add": add_paths}[sys.argv[1]]()
         torch.cuda.synchronize()
         print("workload done")
         sys.exit(0)
