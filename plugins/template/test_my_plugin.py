@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,24 @@ import torchplug.jit
 
 
 @pytest.fixture(scope="module")
-def scale():
-    prefix = torchplug.jit.build_project(Path(__file__).parent)
-    assert torchplug.load_plugin(prefix / "lib" / "libmy_plugin.so") == "my_plugin"
+def library() -> Path:
+    return torchplug.jit.build_project(Path(__file__).parent) / "lib" / "libmy_plugin.so"
+
+
+@pytest.fixture(scope="module")
+def scale(library: Path):
+    assert torchplug.load_plugin(library) == "my_plugin"
     return torch.ops.my_plugin.scale
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="no readelf")
+def test_needs_no_cuda_library(library: Path) -> None:
+    """A plugin without CUDA sources loads where torch's CUDA libraries do not,
+    whether or not the installed torchplug has CUDA kernels."""
+    dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
+    assert any("libtorch_cpu.so" in line for line in needed), needed
+    assert not any("cuda" in line for line in needed), needed
 
 
 def test_registry(scale) -> None:
