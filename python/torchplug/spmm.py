@@ -32,6 +32,13 @@ from torch import Tensor
 Transpose = Tuple[Tensor, Tensor, Tensor]
 
 
+def _parts(transpose: Optional[Transpose]) -> Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
+    """The ops' colptr, row and perm arguments: None when no transpose is given."""
+    if transpose is None:
+        return None, None, None
+    return transpose[0], transpose[1], transpose[2]
+
+
 def spmm_transpose(rowptr: Tensor, col: Tensor, num_cols: int) -> Tuple[Tensor, Tensor, Tensor]:
     """The CSR's transpose (CSC) for ``num_cols`` columns: ``(colptr [num_cols
     + 1], row [nnz], perm [nnz])``, each column's edges in increasing CSR
@@ -42,18 +49,14 @@ def spmm_transpose(rowptr: Tensor, col: Tensor, num_cols: int) -> Tuple[Tensor, 
 def spmm_sum(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
              transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tensor:
     """``A @ x``: the sum of each row's weighted messages. Returns ``[M, *]``."""
-    if transpose is None:
-        return torch.ops.torchplug.spmm_sum(rowptr, col, value, x)
-    colptr, row, perm = transpose
+    colptr, row, perm = _parts(transpose)
     return torch.ops.torchplug.spmm_sum(rowptr, col, value, x, colptr, row, perm)
 
 
 def spmm_mean(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
               transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tensor:
     """The sum over the row's number of edges. Returns ``[M, *]``."""
-    if transpose is None:
-        return torch.ops.torchplug.spmm_mean(rowptr, col, value, x)
-    colptr, row, perm = transpose
+    colptr, row, perm = _parts(transpose)
     return torch.ops.torchplug.spmm_mean(rowptr, col, value, x, colptr, row, perm)
 
 
@@ -62,18 +65,14 @@ def spmm_min(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
     """(values, arg): the smallest weighted message of each row (NaN wins) and
     the edge holding it (the first such; ``nnz`` for an empty row). Its
     gradient needs no transpose: one given is checked and left unused."""
-    if transpose is None:
-        return torch.ops.torchplug.spmm_min(rowptr, col, value, x)
-    colptr, row, perm = transpose
+    colptr, row, perm = _parts(transpose)
     return torch.ops.torchplug.spmm_min(rowptr, col, value, x, colptr, row, perm)
 
 
 def spmm_max(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
              transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tuple[Tensor, Tensor]:
     """(values, arg): the largest weighted message of each row, as :func:`spmm_min`."""
-    if transpose is None:
-        return torch.ops.torchplug.spmm_max(rowptr, col, value, x)
-    colptr, row, perm = transpose
+    colptr, row, perm = _parts(transpose)
     return torch.ops.torchplug.spmm_max(rowptr, col, value, x, colptr, row, perm)
 
 
@@ -84,9 +83,7 @@ def sddmm(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor, mean: bool = False,
     :func:`spmm_mean`) without the E x F messages. ``a [M, *]``, ``b [N, *]``;
     differentiable in both (b's gradient runs over ``transpose``, built unless
     given)."""
-    if transpose is None:
-        return torch.ops.torchplug.sddmm(rowptr, col, a, b, mean)
-    colptr, row, perm = transpose
+    colptr, row, perm = _parts(transpose)
     return torch.ops.torchplug.sddmm(rowptr, col, a, b, mean, colptr, row, perm)
 
 
