@@ -17,6 +17,9 @@
 # builds on (composite on scatter); TESTS, GoogleTest suites (this tree).
 function(torchplug_add_plugin name)
   cmake_parse_arguments(PLUGIN "" "HEADER" "SOURCES;CUDA_SOURCES;TESTS;DEPENDS" ${ARGN})
+  if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "torchplug_add_plugin: '${name}' is not a C identifier (it names the library and its manifest)")
+  endif()
   if(TARGET torchplug_core)  # this tree
     set(_target torchplug_${name})
     set(_export TorchPlugTargets)
@@ -27,6 +30,10 @@ function(torchplug_add_plugin name)
     set(_export ${name}Targets)
     set(_header_dir ${name})
     set(_alias ${name}::${name})
+    if(PLUGIN_CUDA_SOURCES AND NOT TORCHPLUG_CUDA)
+      message(WARNING "torchplug_add_plugin(${name}): built without its CUDA sources (the installed torchplug "
+                      "has no CUDA kernels, or no CUDA compiler was found)")
+    endif()
   endif()
 
   set(_sources ${PLUGIN_SOURCES} ${CMAKE_CURRENT_BINARY_DIR}/${name}_manifest.cpp)

@@ -3,16 +3,21 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 
+#include <dlfcn.h>
+#include <stdlib.h>
+
 #include <algorithm>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace torchplug::core {
 namespace {
 
-// The blocks of the library being loaded by torchplug.load_plugin, if one is.
+// The library torchplug.load_plugin is opening, if any, and its blocks so far.
 struct GuardedLoad {
-  bool active = false;
+  std::optional<std::string> path;  // canonical
   std::vector<LibraryBlock*> blocks;
 };
 
@@ -26,15 +31,21 @@ GuardedLoad& guarded_load() {
   return load;
 }
 
-c10::OperatorName operator_name(const std::string& qualified) {
-  const auto dot = qualified.find('.');
-  return {qualified.substr(0, dot), dot == std::string::npos ? "" : qualified.substr(dot + 1)};
+std::string canonical(const char* path) {
+  std::unique_ptr<char, decltype(&free)> resolved(realpath(path, nullptr), &free);
+  return resolved ? resolved.get() : path;
+}
+
+// The file of the library that holds `object`.
+std::string library_of(const void* object) {
+  Dl_info info{};
+  return dladdr(object, &info) && info.dli_fname ? canonical(info.dli_fname) : "";
 }
 
 void submit(LibraryBlock* block) {
   std::lock_guard<std::mutex> lock(load_mutex());
   auto& load = guarded_load();
-  if (load.active) {
+  if (load.path && library_of(block) == *load.path) {
     load.blocks.push_back(block);
     return;
   }
@@ -43,14 +54,15 @@ void submit(LibraryBlock* block) {
 
 }  // namespace
 
-Library::Library(torch::Library& library, std::string ns, std::string plugin)
-    : library_(library), ns_(std::move(ns)), plugin_(std::move(plugin)) {}
+Library::Library(torch::Library& library, std::string ns, std::string plugin,
+                 std::optional<c10::DispatchKey> key)
+    : library_(library), ns_(std::move(ns)), plugin_(std::move(plugin)), key_(key) {}
 
 Library& Library::define(const OpDef& def) {
   // A clear error before the dispatcher's own, which names no plugin.
   auto name = def.name();
   if (name.find("::") == std::string::npos) name = ns_ + "::" + name;
-  if (const auto existing = c10::Dispatcher::singleton().findSchema(operator_name(name))) {
+  if (const auto existing = c10::Dispatcher::singleton().findSchema(parse_operator_name(name))) {
     TORCH_CHECK(false, "op '", name, "' (plugin '", plugin_, "') is already registered, as '",
                 existing->schema(), "'; a plugin defines its ops in a namespace of its own");
   }
@@ -59,45 +71,41 @@ Library& Library::define(const OpDef& def) {
   return *this;
 }
 
+void Library::check_unclaimed(const char* name) const {
+  if (!key_) return;
+  const auto op = c10::Dispatcher::singleton().findOp(parse_operator_name(ns_ + "::" + name));
+  TORCH_CHECK(!op || !op->hasKernelForDispatchKey(*key_), "the ", *key_, " kernel of '", ns_, "::", name,
+              "' (plugin '", plugin_, "') would replace the one already registered");
+}
+
 c10::OperatorHandle find_op_handle(const OpDef& def) {
   const auto name = def.name();
-  TORCH_CHECK(name.find("::") != std::string::npos, "torchplug: find_op needs a schema that names its namespace, got '",
-              def.schema, "'");
-  const auto op = operator_name(name);
+  TORCH_CHECK(name.find("::") != std::string::npos,
+              "torchplug: find_op needs a schema that names its namespace, got '", def.schema, "'");
+  const auto op = parse_operator_name(name);
   return c10::Dispatcher::singleton().findSchemaOrThrow(op.name.c_str(), op.overload_name.c_str());
 }
 
-LibraryBlock::LibraryBlock(const char* ns, const char* plugin, DefineFn define, const char* file,
-                           uint32_t line)
-    : ns_(ns), plugin_(plugin ? plugin : ns), define_(define), file_(file), line_(line) {
-  submit(this);
-}
-
-LibraryBlock::LibraryBlock(const char* ns, c10::DispatchKey key, ImplFn impl, const char* file,
-                           uint32_t line)
-    : ns_(ns), plugin_(ns), key_(key), impl_(impl), file_(file), line_(line) {
+LibraryBlock::LibraryBlock(const char* ns, const char* plugin, std::optional<c10::DispatchKey> key,
+                           InitFn init, const char* file, uint32_t line)
+    : ns_(ns), plugin_(plugin ? plugin : ns), key_(key), init_(init), file_(file), line_(line) {
   submit(this);
 }
 
 void LibraryBlock::run() {
   library_ = std::make_unique<torch::Library>(
       defines() ? torch::Library::FRAGMENT : torch::Library::IMPL, ns_, key_, file_, line_);
-  if (defines()) {
-    Library library(*library_, ns_, plugin_);
-    define_(library);
-  } else {
-    impl_(*library_);
-  }
+  Library library(*library_, ns_, plugin_, key_);
+  init_(library);
 }
 
 void LibraryBlock::undo() { library_.reset(); }
 
-void begin_guarded_load() {
+void begin_guarded_load(const std::string& path) {
   std::lock_guard<std::mutex> lock(load_mutex());
   auto& load = guarded_load();
-  TORCH_CHECK(!load.active, "torchplug.load_plugin: another plugin is being loaded");
-  load.active = true;
-  load.blocks.clear();
+  TORCH_CHECK(!load.path, "torchplug.load_plugin: another plugin is being loaded");
+  load = GuardedLoad{canonical(path.c_str()), {}};
 }
 
 void abort_guarded_load() {
@@ -105,26 +113,32 @@ void abort_guarded_load() {
   guarded_load() = GuardedLoad{};
 }
 
-void commit_guarded_load(const std::string& library) {
-  std::vector<LibraryBlock*> blocks;
+void commit_guarded_load() {
+  GuardedLoad load;
   {
     std::lock_guard<std::mutex> lock(load_mutex());
-    blocks = std::move(guarded_load().blocks);
-    guarded_load() = GuardedLoad{};
+    std::swap(load, guarded_load());
   }
+  TORCH_CHECK(load.path, "torchplug.load_plugin: no plugin is being loaded");
   // Definitions first: a kernel block must not land on an op another library owns.
-  std::stable_partition(blocks.begin(), blocks.end(), [](const LibraryBlock* b) { return b->defines(); });
+  std::stable_partition(load.blocks.begin(), load.blocks.end(), [](const LibraryBlock* b) { return b->defines(); });
   const auto registered = Registry::instance().size();
   std::vector<LibraryBlock*> done;
+  const auto undo = [&] {
+    for (auto it = done.rbegin(); it != done.rend(); ++it) (*it)->undo();
+    Registry::instance().truncate(registered);
+  };
   try {
-    for (auto* block : blocks) {
+    for (auto* block : load.blocks) {
       done.push_back(block);
       block->run();
     }
   } catch (const c10::Error& e) {
-    for (auto it = done.rbegin(); it != done.rend(); ++it) (*it)->undo();
-    Registry::instance().truncate(registered);
-    TORCH_CHECK(false, "torchplug.load_plugin: '", library, "' was not loaded: ", e.what_without_backtrace());
+    undo();
+    TORCH_CHECK(false, "torchplug.load_plugin: '", *load.path, "' was not loaded: ", e.what_without_backtrace());
+  } catch (const std::exception& e) {  // a malformed schema, say
+    undo();
+    TORCH_CHECK(false, "torchplug.load_plugin: '", *load.path, "' was not loaded: ", e.what());
   }
 }
 

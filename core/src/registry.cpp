@@ -3,6 +3,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace torchplug::core {
 namespace {
 
@@ -20,19 +22,22 @@ std::pair<std::string, std::string> split_namespace(const std::string& text) {
   return {text.substr(0, sep), text.substr(sep + 2)};
 }
 
-c10::OperatorName operator_name(const std::string& ns, const std::string& name) {
-  const auto dot = name.find('.');
-  if (dot == std::string::npos) return {ns + "::" + name, ""};
-  return {ns + "::" + name.substr(0, dot), name.substr(dot + 1)};
-}
-
 }  // namespace
+
+c10::OperatorName parse_operator_name(const std::string& qualified) {
+  const auto dot = qualified.find('.');
+  return {qualified.substr(0, dot), dot == std::string::npos ? "" : qualified.substr(dot + 1)};
+}
 
 std::string OpDef::name() const { return name_of(schema); }
 
 void OpDef::check_dtypes(std::initializer_list<NamedTensor> tensors) const {
-  const auto op = name();
-  for (const auto& [arg, tensor] : tensors) check_dtype_in(op.c_str(), arg, *tensor, dtypes);
+  for (const auto& [arg, tensor] : tensors) {
+    // The name is built only for an error: this runs on every call.
+    if (!tensor->defined() || std::find(dtypes.begin(), dtypes.end(), tensor->scalar_type()) == dtypes.end()) {
+      check_dtype_in(name().c_str(), arg, *tensor, dtypes);
+    }
+  }
 }
 
 OpInfo Registry::describe(const Entry& entry) {
@@ -44,7 +49,7 @@ OpInfo Registry::describe(const Entry& entry) {
   info.doc = entry.doc;
   for (auto dtype : entry.dtypes) info.dtypes.emplace_back(c10::toString(dtype));
 
-  auto handle = c10::Dispatcher::singleton().findOp(operator_name(info.ns, info.name));
+  auto handle = c10::Dispatcher::singleton().findOp(parse_operator_name(info.ns + "::" + info.name));
   if (!handle) return info;
   for (auto [key, label] : {std::pair{c10::DispatchKey::CPU, "CPU"},
                             std::pair{c10::DispatchKey::CUDA, "CUDA"},

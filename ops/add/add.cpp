@@ -85,5 +85,5 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) { m.impl("add", &torchplug::add_detai
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   using torchplug::add_detail::AddFunction;
-  m.impl("add", torchplug::core::autograd_kernel<AddFunction>(torchplug::add_detail::kOp));
+  m.impl("add", torchplug::core::autograd_kernel<AddFunction>(torchplug::add_detail::kAdd));
 }

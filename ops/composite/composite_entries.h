@@ -87,7 +87,7 @@ struct CompositeEntries {
     return reduce<core::StdProgram>("torchplug::scatter_std", src, index, dim, std::move(dim_size), unbiased);
   }
 
-  static void register_all(torch::Library& m) {
+  static void register_all(core::Library& m) {
     m.impl("scatter_softmax", &softmax<false>);
     m.impl("scatter_log_softmax", &softmax<true>);
     m.impl("softmax_csr", &softmax_csr);

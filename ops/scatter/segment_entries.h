@@ -146,7 +146,7 @@ struct SegmentEntries {
     gather_(op, out, gather_coo(src, index));
   }
 
-  static void register_all(torch::Library& m) {
+  static void register_all(core::Library& m) {
 #define TORCHPLUG_SEGMENT_IMPL(name, Policy)                                   \
   m.impl("segment_" #name "_csr", &segment_csr<Policy>);                      \
   m.impl("segment_" #name "_csr_", &segment_csr_<Policy>);                    \

@@ -55,7 +55,7 @@ struct SpmmEntries {
     return p.out;
   }
 
-  static void register_all(torch::Library& m) {
+  static void register_all(core::Library& m) {
 #define TORCHPLUG_SPMM_IMPL(name, Policy) m.impl("spmm_" #name, &spmm<Policy>);
     TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_SPMM_IMPL)
 #undef TORCHPLUG_SPMM_IMPL

@@ -134,5 +134,5 @@ at::Tensor edge_dot(const at::Tensor& x, const at::Tensor& y, const at::Tensor& 
 TORCHPLUG_LIBRARY(example, m) { m.define(example::detail::kEdgeDot); }
 TORCHPLUG_LIBRARY_IMPL(example, Meta, m) { m.impl("edge_dot", &example::detail::edge_dot_meta); }
 TORCHPLUG_LIBRARY_IMPL(example, Autograd, m) {
-  m.impl("edge_dot", torchplug::core::autograd_kernel<example::detail::EdgeDotFunction>(example::detail::kEdgeDot.name()));
+  m.impl("edge_dot", torchplug::core::autograd_kernel<example::detail::EdgeDotFunction>(example::detail::kEdgeDot));
 }

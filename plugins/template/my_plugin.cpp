@@ -56,5 +56,5 @@ TORCHPLUG_LIBRARY(my_plugin, m) { m.define(my_plugin::kScale); }
 TORCHPLUG_LIBRARY_IMPL(my_plugin, CPU, m) { m.impl("scale", &my_plugin::scale_cpu); }
 TORCHPLUG_LIBRARY_IMPL(my_plugin, Meta, m) { m.impl("scale", &my_plugin::scale_meta); }
 TORCHPLUG_LIBRARY_IMPL(my_plugin, Autograd, m) {
-  m.impl("scale", torchplug::core::autograd_kernel<my_plugin::ScaleFunction>(my_plugin::kScale.name()));
+  m.impl("scale", torchplug::core::autograd_kernel<my_plugin::ScaleFunction>(my_plugin::kScale));
 }

@@ -47,8 +47,8 @@ PYBIND11_MODULE(_C, m) {
       "differentiable, dtypes, doc).");
   // torchplug.load_plugin: the library's TORCHPLUG_LIBRARY blocks are held from
   // begin to commit, then registered all or none (torchplug/core/library.h).
-  m.def("_begin_guarded_load", &torchplug::core::begin_guarded_load);
-  m.def("_commit_guarded_load", &torchplug::core::commit_guarded_load, py::arg("library"));
+  m.def("_begin_guarded_load", &torchplug::core::begin_guarded_load, py::arg("path"));
+  m.def("_commit_guarded_load", &torchplug::core::commit_guarded_load);
   m.def("_abort_guarded_load", &torchplug::core::abort_guarded_load);
   m.def("set_cuda_checks", &torchplug::core::set_cuda_checks, py::arg("enabled"),
         "Turns checked mode for CUDA kernels on or off.");

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ._loader import PluginError, load_builtin_plugins, load_plugin
+from ._loader import PluginError, load_builtin_plugins, load_plugin, loaded_plugins
 
 load_builtin_plugins()
 
@@ -77,6 +77,7 @@ __all__ = [
     "load",
     "load_inline",
     "load_plugin",
+    "loaded_plugins",
     "registry",
     "scatter",
     "scatter_add",

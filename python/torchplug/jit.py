@@ -25,12 +25,13 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
 
-from ._C import __version__
+from ._C import __version__, with_cuda
 from ._loader import PluginError, load_plugin
 
 _CUDA_SUFFIXES = (".cu", ".cuh")
@@ -60,14 +61,17 @@ def _locked(path: Path) -> Iterator[None]:
 def _sdk_digest() -> bytes:
     """The installed SDK a plugin is built against: its core library and headers."""
     digest = hashlib.sha256()
-    for path in sorted([_PACKAGE / "lib" / "libtorchplug_core.so", *(_PACKAGE / "include").rglob("*.h")]):
+    sdk = [_PACKAGE / "lib" / "libtorchplug_core.so", *(_PACKAGE / "lib" / "cmake" / "TorchPlug").glob("*.cmake")]
+    sdk += [p for p in (_PACKAGE / "include").rglob("*") if p.suffix in (".h", ".cuh")]
+    for path in sorted(sdk):
         digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes())
     return digest.digest()
 
 
 def _fingerprint(files: dict[str, bytes], settings: Sequence[str]) -> str:
     digest = hashlib.sha256(_sdk_digest())
-    for part in (__version__, torch.__version__, *settings):
+    environment = [os.environ.get(variable, "") for variable in ("TORCH_CUDA_ARCH_LIST", "CXX", "CUDACXX")]
+    for part in (__version__, torch.__version__, *environment, *settings):
         digest.update(part.encode() + b"\0")
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name] + b"\0")
@@ -91,7 +95,9 @@ def build_project(
     files = {
         str(p.relative_to(source_dir)): p.read_bytes()
         for p in sorted(source_dir.rglob("*"))
-        if p.is_file() and (p.name == "CMakeLists.txt" or p.suffix in _BUILD_SUFFIXES)
+        if p.is_file()
+        and (p.name == "CMakeLists.txt" or p.suffix in _BUILD_SUFFIXES)
+        and not _in_build_tree(p.relative_to(source_dir))
     }
     key = _fingerprint(files, [str(source_dir), *cmake_args])
     work = cache_dir() / "projects" / f"{source_dir.name}-{key}"
@@ -101,6 +107,11 @@ def build_project(
             _cmake(source_dir, work / "build", prefix, cmake_args, verbose, label=source_dir.name)
             (prefix / ".complete").touch()
     return prefix
+
+
+def _in_build_tree(relative: Path) -> bool:
+    """Under a folder a build writes (build/, build-*/, install/) or a hidden one."""
+    return any(part in ("build", "install") or part.startswith(("build-", ".")) for part in relative.parts[:-1])
 
 
 def _cmake(source: Path, build: Path, prefix: Path, cmake_args: Sequence[str], verbose: bool, label: str) -> None:
@@ -133,7 +144,10 @@ def load(
     The sources use ``torchplug/core`` as an in-tree plugin does (a
     ``TORCHPLUG_LIBRARY`` block for the schemas, ``TORCHPLUG_LIBRARY_IMPL`` for
     the kernels). CUDA sources are compiled where this package was built with
-    CUDA kernels. Returns the plugin's name; its ops are ``torch.ops.<ns>.<op>``.
+    CUDA kernels (with a warning otherwise). Returns the plugin's name; its ops
+    are ``torch.ops.<ns>.<op>``. The cache key covers the sources and the
+    files beside them (headers they include), the installed SDK, and the
+    ``TORCH_CUDA_ARCH_LIST``, ``CXX`` and ``CUDACXX`` environment variables.
 
     A process cannot replace a plugin it has loaded (the dispatcher keeps its
     ops): after changing the sources, call again in a new process.
@@ -144,12 +158,17 @@ def load(
     for path in paths:
         if not path.is_file():
             raise FileNotFoundError(f"torchplug.load: no source file '{path}'")
-    files = {str(p): p.read_bytes() for p in paths}
+    if any(p.suffix == ".cu" for p in paths) and not with_cuda:
+        warnings.warn(f"torchplug.load: this torchplug has no CUDA kernels, so plugin '{name}' is built without "
+                      "its .cu sources", stacklevel=2)
+    # The sources and the files beside them, which they may include.
+    files = {str(p): p.read_bytes() for p in {*paths, *(q for p in paths for q in p.parent.iterdir()
+                                                     if q.is_file() and q.suffix in _BUILD_SUFFIXES)}}
     key = _fingerprint(files, [name, *cmake_args])
     work = cache_dir() / "jit" / f"{name}-{key}"
     library = work / "install" / "lib" / f"lib{name}.so"
     with _locked(work):
-        if not library.is_file():
+        if not (work / ".complete").is_file():
             cpp = " ".join(f'"{p}"' for p in paths if p.suffix not in _CUDA_SUFFIXES)
             cuda = " ".join(f'"{p}"' for p in paths if p.suffix == ".cu")
             work.mkdir(parents=True, exist_ok=True)
@@ -160,6 +179,7 @@ def load(
                 f"torchplug_add_plugin({name} SOURCES {cpp}" + (f" CUDA_SOURCES {cuda}" if cuda else "") + ")\n"
             )
             _cmake(work, work / "build", work / "install", cmake_args, verbose, label=name)
+            (work / ".complete").touch()
     return load_plugin(library)
 
 

@@ -92,7 +92,7 @@ TEST(Registry, RefusesASecondDefinition) {
   // Through a library block's define(), as a plugin would: refused before the
   // dispatcher sees it, with the op named.
   torch::Library library(torch::Library::FRAGMENT, "torchplug", std::nullopt, __FILE__, __LINE__);
-  torchplug::core::Library block(library, "torchplug", "impostor");
+  torchplug::core::Library block(library, "torchplug", "impostor", std::nullopt);
   try {
     block.define({"add(Tensor a, Tensor b) -> Tensor", {}, ""});
     ADD_FAILURE() << "a second add was accepted";

@@ -97,6 +97,35 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) { m.impl("loading_fresh", &fresh); m.i
     assert not hasattr(torch.ops.torchplug, "loading_fresh")  # undone, with its kernel
     a, b = torch.ones(3), torch.arange(3.0)
     torch.testing.assert_close(torchplug.add(a, b), a + b, rtol=0, atol=0)
+    # The library stays mapped, its registrations gone: a second try is refused, not silently empty.
+    with pytest.raises(PluginError, match="failed earlier in this process"):
+        torchplug.load_inline("loading_clash", source)
+
+
+def test_a_kernel_for_another_librarys_op_is_refused() -> None:
+    source = HEADER + """
+namespace { at::Tensor wrong_add(const at::Tensor& a, const at::Tensor&) { return at::empty_like(a).fill_(-1); } }
+TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) { m.impl("add", &wrong_add); }
+"""
+    with pytest.raises(PluginError, match=r"the CPU kernel of 'torchplug::add' \(plugin 'loading_impl'\) would replace"):
+        torchplug.load_inline("loading_impl", source)
+    a, b = torch.ones(3), torch.arange(3.0)
+    torch.testing.assert_close(torchplug.add(a, b), a + b, rtol=0, atol=0)
+
+
+def test_a_malformed_schema_registers_nothing() -> None:
+    before = torchplug.registry()
+    source = HEADER + """
+namespace {
+const torchplug::core::OpDef kGood{"loading_schema::good(Tensor x) -> Tensor", {at::kFloat}, "fine"};
+const torchplug::core::OpDef kBad{"loading_schema::bad(Tensor x -> Tensor", {at::kFloat}, "unbalanced"};
+}
+TORCHPLUG_LIBRARY(loading_schema, m) { m.define(kGood).define(kBad); }
+"""
+    with pytest.raises(PluginError, match="'.*libloading_schema.so' was not loaded"):
+        torchplug.load_inline("loading_schema", source)
+    assert torchplug.registry() == before
+    assert not hasattr(torch.ops.loading_schema, "good")
 
 
 def test_not_a_plugin(tmp_path: Path) -> None:
@@ -109,18 +138,24 @@ def test_not_a_plugin(tmp_path: Path) -> None:
 
 def test_built_for_another_torch(tmp_path: Path) -> None:
     torchplug.load_inline("loading_version", one_op("loading_version"))
-    built = next((torchplug.jit.cache_dir() / "jit").glob("loading_version-*/install/lib/libloading_version.so"))
+    built = torchplug.loaded_plugins()["loading_version"]
     running = torch.__version__.split("+")[0]
     other = "9.99.9"[: len(running)].ljust(len(running), "9")
     copy = tmp_path / "libloading_version_old.so"
     copy.write_bytes(built.read_bytes().replace(f";torch={running};".encode(), f";torch={other};".encode()))
     with pytest.raises(PluginError, match=rf"built against torch {other}, but this process runs torch {running}"):
         torchplug.load_plugin(copy)
+    # Built against another torchplug (the major and minor count: OpDef and the blocks are compiled in).
+    ours = torchplug.__version__
+    theirs = "9." + ours.split(".", 1)[1]
+    copy.write_bytes(built.read_bytes().replace(f";torchplug={ours};".encode(), f";torchplug={theirs};".encode()))
+    with pytest.raises(PluginError, match=rf"built against torchplug {theirs}, but this is torchplug {ours}"):
+        torchplug.load_plugin(copy)
 
 
 def test_found_by_name_on_the_plugin_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     torchplug.load_inline("loading_path", one_op("loading_path"))
-    built = next((torchplug.jit.cache_dir() / "jit").glob("loading_path-*/install/lib/libloading_path.so"))
+    built = torchplug.loaded_plugins()["loading_path"]
     # An install prefix on the path: its lib/ is searched. Found, and loaded already.
     monkeypatch.setenv("TORCHPLUG_PLUGIN_PATH", f"{tmp_path}:{built.parent.parent}")
     assert torchplug.load_plugin("loading_path") == "loading_path"

@@ -8,25 +8,30 @@
 // torch::autograd::Function whose forward takes the op's arguments,
 //
 //   TORCHPLUG_LIBRARY_IMPL(myplug, Autograd, m) {
-//     m.impl("scale_add", torchplug::core::autograd_kernel<ScaleAddFunction>("myplug::scale_add"));
+//     m.impl("scale_add", torchplug::core::autograd_kernel<ScaleAddFunction>(kScaleAdd));
 //   }
 //
 // and ops with more to do (an in-place op bumping its output's version) call
 // check_autograd_support and records_grad themselves.
 
 #include "torchplug/core/checks.h"
+#include "torchplug/core/registry.h"
 
+#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
+#include <array>
 #include <initializer_list>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 namespace torchplug::core {
 
@@ -48,15 +53,20 @@ bool records_grad(const Tensors&... inputs) {
 
 namespace autograd_detail {
 
+template <typename T>
+constexpr bool kIsTensor = std::is_same_v<std::decay_t<T>, at::Tensor> ||
+                           std::is_same_v<std::decay_t<T>, std::optional<at::Tensor>>;
+template <typename T>
+constexpr bool kIsTensorList = std::is_same_v<std::decay_t<T>, at::TensorList> ||
+                               std::is_same_v<std::decay_t<T>, c10::List<std::optional<at::Tensor>>>;
+
 // Each tensor argument (an optional one when present) named as the schema names it.
 template <typename Arg>
-void collect(std::vector<NamedTensor>& tensors, const c10::FunctionSchema& schema, size_t i,
-             const Arg& arg) {
-  using T = std::decay_t<Arg>;
-  if constexpr (std::is_same_v<T, at::Tensor>) {
-    tensors.emplace_back(schema.arguments()[i].name().c_str(), &arg);
-  } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
-    if (arg.has_value()) tensors.emplace_back(schema.arguments()[i].name().c_str(), &*arg);
+void collect(NamedTensor* tensors, size_t& count, const c10::FunctionSchema& schema, size_t i, const Arg& arg) {
+  if constexpr (std::is_same_v<std::decay_t<Arg>, at::Tensor>) {
+    tensors[count++] = {schema.arguments()[i].name().c_str(), &arg};
+  } else if constexpr (std::is_same_v<std::decay_t<Arg>, std::optional<at::Tensor>>) {
+    if (arg.has_value()) tensors[count++] = {schema.arguments()[i].name().c_str(), &*arg};
   }
 }
 
@@ -65,37 +75,48 @@ class AutogradKernel;
 
 template <typename Function, typename Result, typename... Args>
 class AutogradKernel<Function, Result(Args...)> {
+  static_assert(!(kIsTensorList<Args> || ...),
+                "autograd_kernel: ops taking a list of tensors need an Autograd kernel of their own");
+
+  // The op, found on first call: its definition may register after this kernel.
+  struct Op {
+    std::string name;
+    std::once_flag found;
+    std::optional<c10::TypedOperatorHandle<Result(Args...)>> handle;
+  };
+
  public:
-  explicit AutogradKernel(std::string op) : op_(std::move(op)) {}
+  explicit AutogradKernel(std::string op) : op_(std::make_shared<Op>()) { op_->name = std::move(op); }
 
   Result operator()(Args... args) const {
     const auto& handle = this->handle();
-    std::vector<NamedTensor> tensors;
-    size_t i = 0;
-    (collect(tensors, handle.schema(), i++, args), ...);
-    check_autograd_support(op_.c_str(), tensors);
+    std::array<NamedTensor, sizeof...(Args)> tensors;
+    size_t count = 0, i = 0;
+    (collect(tensors.data(), count, handle.schema(), i++, args), ...);
+    const c10::ArrayRef<NamedTensor> inputs(tensors.data(), count);
+    check_autograd_support(op_->name.c_str(), inputs);
     const bool record = c10::GradMode::is_enabled() &&
-                        std::any_of(tensors.begin(), tensors.end(),
+                        std::any_of(inputs.begin(), inputs.end(),
                                     [](const NamedTensor& t) { return t.second->requires_grad(); });
     if (!record) {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
-      return handle.template typed<Result(Args...)>().call(args...);
+      return handle.call(args...);
     }
     return Function::apply(args...);
   }
 
  private:
-  const c10::OperatorHandle& handle() const {
-    // Found on first call: the op's definition may register after this kernel.
-    static const auto handle = [&] {
-      const auto dot = op_.find('.');
-      return c10::Dispatcher::singleton().findSchemaOrThrow(
-          op_.substr(0, dot).c_str(), dot == std::string::npos ? "" : op_.substr(dot + 1).c_str());
-    }();
-    return handle;
+  const c10::TypedOperatorHandle<Result(Args...)>& handle() const {
+    std::call_once(op_->found, [&] {
+      const auto name = parse_operator_name(op_->name);
+      op_->handle = c10::Dispatcher::singleton()
+                        .findSchemaOrThrow(name.name.c_str(), name.overload_name.c_str())
+                        .template typed<Result(Args...)>();
+    });
+    return *op_->handle;
   }
 
-  std::string op_;
+  std::shared_ptr<Op> op_;  // shared by the copies the dispatcher keeps
 };
 
 template <typename Forward>
@@ -107,13 +128,15 @@ struct ForwardSignature<Result (*)(torch::autograd::AutogradContext*, Args...)> 
 
 }  // namespace autograd_detail
 
-// The Autograd kernel of op "ns::name" from a torch::autograd::Function whose
-// static forward(ctx, args...) takes the op's arguments as the dispatcher
-// passes them (const at::Tensor&, double, int64_t, ...). `Function` serves one op.
+// The Autograd kernel of `op` from a torch::autograd::Function whose static
+// forward(ctx, args...) takes the op's arguments as the dispatcher passes them
+// (const at::Tensor&, double, int64_t, ...).
 template <typename Function>
-auto autograd_kernel(std::string op) {
+auto autograd_kernel(const OpDef& op) {
   using Signature = typename autograd_detail::ForwardSignature<decltype(&Function::forward)>::type;
-  return autograd_detail::AutogradKernel<Function, Signature>(std::move(op));
+  TORCH_CHECK(op.name().find("::") != std::string::npos,
+              "torchplug: autograd_kernel needs a schema that names its namespace, got '", op.schema, "'");
+  return autograd_detail::AutogradKernel<Function, Signature>(op.name());
 }
 
 }  // namespace torchplug::core

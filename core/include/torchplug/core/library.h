@@ -8,6 +8,9 @@
 //   TORCHPLUG_LIBRARY(myplug, m) { m.define(kScaleAdd); }
 //   TORCHPLUG_LIBRARY_IMPL(myplug, CPU, m) { m.impl("scale_add", &scale_add_cpu); }
 //
+// Define an OpDef above the block that uses it, in the same file (or inline in
+// a header): a block may run while its library is being initialised.
+//
 // Blocks register when their library is loaded, as torch's do, but through
 // one place: while torchplug.load_plugin loads a library, its blocks are held,
 // then registered together, definitions first. When one fails (an op that is
@@ -29,16 +32,20 @@
 
 namespace torchplug::core {
 
-// The `m` of a TORCHPLUG_LIBRARY block: torch's Library and the registry.
+// The `m` of a TORCHPLUG_LIBRARY or TORCHPLUG_LIBRARY_IMPL block: torch's
+// Library, the registry, and a guard for other libraries' kernels.
 class Library {
  public:
-  Library(torch::Library& library, std::string ns, std::string plugin);
+  Library(torch::Library& library, std::string ns, std::string plugin, std::optional<c10::DispatchKey> key);
 
   // Gives the schema to the dispatcher and the OpDef to the registry.
   Library& define(const OpDef& def);
 
+  // Registers a kernel; refuses one that would replace a kernel already
+  // registered for that op and dispatch key (torch would only warn).
   template <typename Func>
   Library& impl(const char* name, Func&& f) {
+    check_unclaimed(name);
     library_.impl(name, std::forward<Func>(f));
     return *this;
   }
@@ -47,22 +54,25 @@ class Library {
   torch::Library& torch_library() { return library_; }
 
  private:
+  void check_unclaimed(const char* name) const;
+
   torch::Library& library_;
   std::string ns_;
   std::string plugin_;
+  std::optional<c10::DispatchKey> key_;
 };
 
 // One TORCHPLUG_LIBRARY or TORCHPLUG_LIBRARY_IMPL block: a static object of
 // the plugin's library, which is never unloaded.
 class LibraryBlock {
  public:
-  using DefineFn = void (*)(Library&);
-  using ImplFn = void (*)(torch::Library&);
+  using InitFn = void (*)(Library&);
 
-  LibraryBlock(const char* ns, const char* plugin, DefineFn define, const char* file, uint32_t line);
-  LibraryBlock(const char* ns, c10::DispatchKey key, ImplFn impl, const char* file, uint32_t line);
+  // `key`: none for a block of definitions, the dispatch key of a block of kernels.
+  LibraryBlock(const char* ns, const char* plugin, std::optional<c10::DispatchKey> key, InitFn init,
+               const char* file, uint32_t line);
 
-  bool defines() const { return define_ != nullptr; }
+  bool defines() const { return !key_.has_value(); }
   void run();   // registers the block's ops or kernels
   void undo();  // takes them back out of the dispatcher
 
@@ -70,8 +80,7 @@ class LibraryBlock {
   const char* ns_;
   const char* plugin_;
   std::optional<c10::DispatchKey> key_;
-  DefineFn define_ = nullptr;
-  ImplFn impl_ = nullptr;
+  InitFn init_;
   const char* file_;
   uint32_t line_;
   std::unique_ptr<torch::Library> library_;
@@ -88,12 +97,13 @@ c10::TypedOperatorHandle<Signature> find_op(const OpDef& def) {
   return find_op_handle(def).typed<Signature>();
 }
 
-// A guarded load (torchplug.load_plugin): blocks constructed between begin and
-// commit are held; commit registers them all or, on the first error, undoes
-// every one and throws c10::Error saying what clashed. abort drops them.
-// One guarded load at a time.
-void begin_guarded_load();
-void commit_guarded_load(const std::string& library);
+// A guarded load (torchplug.load_plugin) of the library at `path`: its blocks,
+// constructed while the library is opened, are held; commit registers them all
+// or, on the first error, undoes every one and throws c10::Error saying what
+// clashed. Blocks of other libraries (a dependency opened with it) register at
+// once. abort drops the held blocks. One guarded load at a time.
+void begin_guarded_load(const std::string& path);
+void commit_guarded_load();
 void abort_guarded_load();
 
 }  // namespace torchplug::core
@@ -107,18 +117,18 @@ void abort_guarded_load();
 #endif
 
 #define TORCHPLUG_LIBRARY(ns, m) _TORCHPLUG_LIBRARY(ns, m, C10_UID)
-#define _TORCHPLUG_LIBRARY(ns, m, uid)                                                     \
-  static void C10_CONCATENATE(torchplug_library_##ns##_, uid)(::torchplug::core::Library&); \
+#define _TORCHPLUG_LIBRARY(ns, m, uid)                                                         \
+  static void C10_CONCATENATE(torchplug_library_##ns##_, uid)(::torchplug::core::Library&);     \
   static ::torchplug::core::LibraryBlock C10_CONCATENATE(torchplug_library_block_##ns##_, uid)( \
-      C10_STRINGIZE(ns), TORCHPLUG_PLUGIN_NAME_OR_NULL,                                     \
-      &C10_CONCATENATE(torchplug_library_##ns##_, uid), __FILE__, __LINE__);               \
+      C10_STRINGIZE(ns), TORCHPLUG_PLUGIN_NAME_OR_NULL, std::nullopt,                           \
+      &C10_CONCATENATE(torchplug_library_##ns##_, uid), __FILE__, __LINE__);                   \
   static void C10_CONCATENATE(torchplug_library_##ns##_, uid)(::torchplug::core::Library & m)
 
 #define TORCHPLUG_LIBRARY_IMPL(ns, k, m) _TORCHPLUG_LIBRARY_IMPL(ns, k, m, C10_UID)
-#define _TORCHPLUG_LIBRARY_IMPL(ns, k, m, uid)                                           \
-  static void C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid)(torch::Library&); \
-  static ::torchplug::core::LibraryBlock C10_CONCATENATE(                                 \
-      torchplug_library_impl_block_##ns##_##k##_, uid)(                                   \
-      C10_STRINGIZE(ns), c10::DispatchKey::k,                                             \
-      &C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid), __FILE__, __LINE__);   \
-  static void C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid)(torch::Library & m)
+#define _TORCHPLUG_LIBRARY_IMPL(ns, k, m, uid)                                                         \
+  static void C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid)(::torchplug::core::Library&); \
+  static ::torchplug::core::LibraryBlock C10_CONCATENATE(torchplug_library_impl_block_##ns##_##k##_,   \
+                                                         uid)(                                         \
+      C10_STRINGIZE(ns), TORCHPLUG_PLUGIN_NAME_OR_NULL, c10::DispatchKey::k,                           \
+      &C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid), __FILE__, __LINE__);                \
+  static void C10_CONCATENATE(torchplug_library_impl_##ns##_##k##_, uid)(::torchplug::core::Library & m)

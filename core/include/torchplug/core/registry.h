@@ -10,6 +10,7 @@
 
 #include "torchplug/core/checks.h"
 
+#include <ATen/core/operator_name.h>
 #include <c10/core/ScalarType.h>
 
 #include <initializer_list>
@@ -35,6 +36,9 @@ struct OpDef {
   // Each tensor has one of `dtypes`; the error names the op and the argument.
   void check_dtypes(std::initializer_list<NamedTensor> tensors) const;
 };
+
+// "ns::name.overload" (the overload optional) as the dispatcher names it.
+c10::OperatorName parse_operator_name(const std::string& qualified);
 
 // One op as the registry reports it.
 struct OpInfo {
