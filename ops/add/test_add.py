@@ -48,6 +48,12 @@ def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
 
 
+def assert_adds_like_torch(a: torch.Tensor, b: torch.Tensor) -> None:
+    """torchplug.add agrees with ``a + b`` bit for bit, in either order."""
+    assert_same(torchplug.add(a, b), a + b)
+    assert_same(torchplug.add(b, a), b + a)
+
+
 SHAPES = [
     pytest.param((0,), (0,), id="empty"),
     pytest.param((3, 0), (1,), id="empty-bcast"),
@@ -119,9 +125,7 @@ def test_non_contiguous(kind: str, dtype: torch.dtype, device: str) -> None:
     torch.manual_seed(1)
     a, b = _strided_operands(kind, dtype, device)
     assert not a.is_contiguous() or a.storage_offset() > 0  # really not a plain tensor
-    expected = a + b
-    assert_same(torchplug.add(a, b), expected)
-    assert_same(torchplug.add(b, a), b + a)
+    assert_adds_like_torch(a, b)
 
 
 PROMOTIONS = [
@@ -172,10 +176,7 @@ LAYOUTS = [
 @pytest.mark.parametrize("shape_a, shape_b", LAYOUTS)
 def test_layouts(shape_a: tuple, shape_b: tuple, dtype: torch.dtype, device: str) -> None:
     torch.manual_seed(13)
-    a = make(shape_a, dtype, device)
-    b = make(shape_b, dtype, device)
-    assert_same(torchplug.add(a, b), a + b)
-    assert_same(torchplug.add(b, a), b + a)
+    assert_adds_like_torch(make(shape_a, dtype, device), make(shape_b, dtype, device))
 
 
 # Pairs read with a conversion in the kernel: AMP's half types with float32,
@@ -225,10 +226,8 @@ def test_mixed_dtypes(layout: str, dtype_a: torch.dtype, dtype_b: torch.dtype, d
     gives PyTorch's result bit for bit, in either order."""
     torch.manual_seed(14)
     a, b = _mixed_operands(layout, dtype_a, dtype_b, device)
-    out = torchplug.add(a, b)
-    assert out.dtype == torch.result_type(a, b)
-    assert_same(out, a + b)
-    assert_same(torchplug.add(b, a), b + a)
+    assert torchplug.add(a, b).dtype == torch.result_type(a, b)
+    assert_adds_like_torch(a, b)
 
 
 def _free_cuda_bytes() -> int:
