@@ -11,7 +11,6 @@
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
 #include <c10/util/TypeCast.h>
-#include <torch/library.h>
 
 #include <algorithm>
 

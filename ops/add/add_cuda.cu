@@ -14,14 +14,13 @@
 #include "add_layout.h"
 
 #include "torchplug/core/checks.h"
-#include "torchplug/core/library.h"
 #include "torchplug/core/launch.cuh"
+#include "torchplug/core/library.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ceil_div.h>
 #include <c10/util/TypeCast.h>
-#include <torch/library.h>
 
 #include <limits>
 

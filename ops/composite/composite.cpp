@@ -15,6 +15,7 @@
 #include "composite_kernel.h"
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 #include "torchplug/core/registry.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -22,9 +23,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/searchsorted.h>
-#include "torchplug/core/library.h"
-
-#include <torch/library.h>
 
 #include <string>
 

@@ -14,6 +14,7 @@
 #include "torchplug/core/autograd.h"
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 
 #include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
@@ -24,9 +25,6 @@
 #include <ATen/ops/where.h>
 #include <c10/core/GradMode.h>
 #include <torch/autograd.h>
-#include "torchplug/core/library.h"
-
-#include <torch/library.h>
 
 namespace torchplug::composite_detail {
 namespace {

@@ -13,7 +13,6 @@
 #include "torchplug/core/library.h"
 
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
 
 namespace torchplug::composite_detail {
 

@@ -11,13 +11,11 @@
 #include "scatter_kernel.h"
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 #include "torchplug/core/registry.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
-#include "torchplug/core/library.h"
-
-#include <torch/library.h>
 
 #include <string>
 

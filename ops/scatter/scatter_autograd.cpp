@@ -18,6 +18,7 @@
 #include "torchplug/core/autograd.h"
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
@@ -31,9 +32,6 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
-#include "torchplug/core/library.h"
-
-#include <torch/library.h>
 
 namespace torchplug::scatter_detail {
 namespace {

@@ -7,6 +7,7 @@
 #include "scatter_kernel.h"
 
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 #include "torchplug/core/reduction.h"
 #include "torchplug/core/vectorise.h"
 
@@ -16,9 +17,6 @@
 #include <ATen/ceil_div.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
-#include "torchplug/core/library.h"
-
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdint>

@@ -3,11 +3,9 @@
 
 #include "scatter_kernel.h"
 #include "torchplug/core/checks.h"
-
-#include <c10/cuda/CUDAGuard.h>
 #include "torchplug/core/library.h"
 
-#include <torch/library.h>
+#include <c10/cuda/CUDAGuard.h>
 
 namespace torchplug::scatter_detail {
 namespace {

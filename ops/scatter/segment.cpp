@@ -17,6 +17,7 @@
 #include "scatter_kernel.h"
 #include "torchplug/core/broadcast.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 #include "torchplug/core/registry.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -26,9 +27,6 @@
 #include <ATen/ops/lt.h>
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/stack.h>
-#include "torchplug/core/library.h"
-
-#include <torch/library.h>
 
 #include <string>
 

@@ -11,13 +11,11 @@
 
 #include "spmm_kernel.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 #include "torchplug/core/registry.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
-#include "torchplug/core/library.h"
-
-#include <torch/library.h>
 
 #include <string>
 
@@ -287,7 +285,7 @@ at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tens
 }  // namespace torchplug
 
 TORCHPLUG_LIBRARY(torchplug, m) {
-  const std::vector<c10::ScalarType> dtypes = {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble};
+  const std::vector<c10::ScalarType> dtypes(torchplug::spmm_detail::kDtypes);
 #define TORCHPLUG_DEFINE(name, Policy)                                                                          \
   m.define({"spmm_" #name "(Tensor rowptr, Tensor col, Tensor? value, Tensor x, Tensor? colptr=None, "           \
             "Tensor? row=None, Tensor? perm=None) -> " +                                                         \

@@ -15,6 +15,7 @@
 #include "spmm_kernel.h"
 #include "torchplug/core/autograd.h"
 #include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
 
 #include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
@@ -23,9 +24,6 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/autograd.h>
-#include "torchplug/core/library.h"
-
-#include <torch/library.h>
 
 namespace torchplug::spmm_detail {
 namespace {

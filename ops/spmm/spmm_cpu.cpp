@@ -130,23 +130,6 @@ void transpose_kernel_cpu(const TransposeProblem& p) {
 
 namespace {
 
-// sum_f a[f] * b[f] in the math type, in kLanes interleaved partial sums that
-// the compiler keeps in one vector register (a single running sum would
-// serialise the adds), compiled for AVX-512, AVX2 and baseline x86-64.
-template <typename scalar_t, typename acc_t>
-TORCHPLUG_VECTORISED_CLONES acc_t dot(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b, int64_t F) {
-  constexpr int kLanes = 16;
-  acc_t lanes[kLanes] = {};
-  int64_t f = 0;
-  for (; f + kLanes <= F; f += kLanes) {
-    for (int j = 0; j < kLanes; ++j) lanes[j] += static_cast<acc_t>(a[f + j]) * static_cast<acc_t>(b[f + j]);
-  }
-  for (; f < F; ++f) lanes[0] += static_cast<acc_t>(a[f]) * static_cast<acc_t>(b[f]);
-  acc_t sum = 0;
-  for (int j = 0; j < kLanes; ++j) sum += lanes[j];
-  return sum;
-}
-
 // Edges in parallel (a hub row is shared out like any other), each range
 // starting at its first edge's row and walking rowptr from there; every
 // edge's product is its own, so the result does not depend on the threads.
@@ -166,7 +149,7 @@ void sddmm_edges(const SddmmProblem& p) {
     for (int64_t k = first; k < last; ++k) {
       while (rowptr[row + 1] <= k) ++row;
       if (k + kPrefetchEdges < last) prefetch_row(b + col[k + kPrefetchEdges] * F, F);
-      acc_t product = dot<scalar_t, acc_t>(a + row * F, b + col[k] * F, F);
+      acc_t product = core::dot(a + row * F, b + col[k] * F, F);
       if (p.mean) product /= static_cast<acc_t>(rowptr[row + 1] - rowptr[row]);
       out[k] = static_cast<scalar_t>(product);
     }

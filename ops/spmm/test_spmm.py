@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 import torchplug
+from spmm_reference import spmm_reference
 
 REDUCES = ("sum", "mean", "min", "max")
 TOLERANCE = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2), torch.float32: (1e-5, 1e-5),
@@ -30,29 +31,6 @@ def graph(M: int, N: int, nnz: int, g: torch.Generator, hub: int = 0):
     col = torch.randint(0, N, (rows.numel(),), generator=g)
     rowptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=M).cumsum(0)])
     return rowptr, col
-
-
-def reference(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor, reduce: str):
-    """(values in float64, arg or None): messages reduced row by row; arg the
-    first edge of the row whose message is the result, nnz when empty."""
-    M = rowptr.numel() - 1
-    x64 = x.double().cpu().reshape(x.size(0), -1)
-    rowptr, col = rowptr.cpu(), col.cpu()
-    row = torch.repeat_interleave(rowptr.diff(), output_size=col.numel())
-    weight = torch.ones(col.numel(), dtype=torch.float64) if value is None else value.double().cpu()
-    messages = weight.view(-1, 1) * x64[col]
-    F = x64.size(1)
-    op = {"sum": "sum", "mean": "mean", "min": "amin", "max": "amax"}[reduce]
-    out = torch.zeros(M, F, dtype=torch.float64).scatter_reduce(0, row.view(-1, 1).expand(-1, F), messages, op,
-                                                                 include_self=False)
-    shape = (M,) + tuple(x.shape[1:])
-    if reduce not in ("min", "max"):
-        return out.view(shape), None
-    arg = torch.full((M, F), col.numel(), dtype=torch.long)
-    for k in range(col.numel() - 1, -1, -1):
-        hit = messages[k] == out[row[k]]
-        arg[row[k]][hit] = k
-    return out.view(shape), arg.view(shape)
 
 
 def call(reduce: str, rowptr, col, value, x):
@@ -79,7 +57,7 @@ def test_matches_messages_reduced(reduce: str, dtype: torch.dtype, device: str) 
         rowptr, col = graph(M, N, nnz, g, hub)
         x = torch.randn((N,) + shape, generator=g, dtype=torch.float64).to(dtype)
         value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(dtype) if weighted else None
-        want, want_arg = reference(rowptr, col, value, x, reduce)
+        want, want_arg = spmm_reference(rowptr, col, value, x, reduce)
         got = call(reduce, rowptr.to(device), col.to(device), None if value is None else value.to(device),
                    x.to(device))
         context = f"M={M} N={N} nnz={col.numel()} x {tuple(x.shape)} weighted={weighted}"
@@ -383,7 +361,7 @@ def test_value_gradient_against_a_float64_reference(reduce: str, dtype: torch.dt
     value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(dtype).double()
     grad = torch.randn(300, 16, generator=g, dtype=torch.float64).to(dtype).double()
     leaves = (x.clone().requires_grad_(), value.clone().requires_grad_())
-    want = torch.autograd.grad(reference(rowptr, col, leaves[1], leaves[0], reduce)[0], leaves, grad)
+    want = torch.autograd.grad(spmm_reference(rowptr, col, leaves[1], leaves[0], reduce)[0], leaves, grad)
     mine = (x.to(dtype).to(device).requires_grad_(), value.to(dtype).to(device).requires_grad_())
     got = torch.autograd.grad(call(reduce, rowptr.to(device), col.to(device), mine[1], mine[0])[0], mine,
                               grad.to(dtype).to(device))

@@ -6,33 +6,12 @@
 #include <torchplug/core/vectorise.h>
 
 #include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 
 namespace example::detail {
 namespace {
-
-// dot(a, b) over F values in the math type (float for float16 and bfloat16).
-// kLanes independent partial sums let the compiler vectorise the loop (one
-// running sum is a chain it may not reorder); compiled for AVX-512, AVX2 and
-// baseline x86-64, picked when the library loads.
-template <typename scalar_t>
-TORCHPLUG_VECTORISED_CLONES at::opmath_type<scalar_t> dot(const scalar_t* __restrict__ a,
-                                                          const scalar_t* __restrict__ b, int64_t F) {
-  using acc_t = at::opmath_type<scalar_t>;
-  constexpr int kLanes = 16;
-  acc_t partial[kLanes] = {};
-  int64_t f = 0;
-  for (; f + kLanes <= F; f += kLanes) {
-    for (int k = 0; k < kLanes; ++k) partial[k] += static_cast<acc_t>(a[f + k]) * static_cast<acc_t>(b[f + k]);
-  }
-  for (int k = 0; f < F; ++f, ++k) partial[k] += static_cast<acc_t>(a[f]) * static_cast<acc_t>(b[f]);
-  acc_t sum = 0;
-  for (int k = 0; k < kLanes; ++k) sum += partial[k];
-  return sum;
-}
 
 at::Tensor edge_dot_cpu(const at::Tensor& x_in, const at::Tensor& y_in, const at::Tensor& src_in,
                         const at::Tensor& dst_in) {
@@ -48,7 +27,7 @@ at::Tensor edge_dot_cpu(const at::Tensor& x_in, const at::Tensor& y_in, const at
     const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(F, 1));
     at::parallel_for(0, in.E, grain, [&](int64_t begin, int64_t end) {
       for (int64_t e = begin; e < end; ++e) {
-        out[e] = static_cast<scalar_t>(dot(x + src[e] * x_stride, y + dst[e] * y_stride, F));
+        out[e] = static_cast<scalar_t>(torchplug::core::dot(x + src[e] * x_stride, y + dst[e] * y_stride, F));
       }
     });
   });

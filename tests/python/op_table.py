@@ -23,6 +23,7 @@ from torch import Tensor
 
 import composite_reference
 import torchplug
+from spmm_reference import spmm_reference
 from scatter_reference import (Reduced, assert_reduced_close, broadcast_index, reduce_grad_reference,
                                reduce_reference)
 
@@ -260,7 +261,8 @@ class OpRow:
             a, b = sample.inputs
             return a + b
         if self.kind == "spmm":
-            return spmm_reference(*sample.inputs, self.extra["reduce"])
+            x, rowptr, col, value = sample.inputs
+            return spmm_reference(rowptr, col, value, x, self.extra["reduce"])
         src, positions = sample.inputs
         if self.kind in COMPOSITE_KINDS:
             return self.composite_reference(src, positions, sample)
@@ -328,7 +330,7 @@ class OpRow:
         if self.kind == "spmm":
             x, rowptr, col, value = sample.inputs
             leaf = x.detach().double().requires_grad_()
-            return torch.autograd.grad(spmm_reference(leaf, rowptr, col, value, self.extra["reduce"])[0], leaf,
+            return torch.autograd.grad(spmm_reference(rowptr, col, value, leaf, self.extra["reduce"])[0], leaf,
                                        grad.double())
         src, positions = sample.inputs
         if self.kind in COMPOSITE_KINDS:
@@ -690,30 +692,6 @@ def spmm_samples(device: str, dtype: torch.dtype, g: torch.Generator) -> list[Sa
         spmm_sample(12, 9, 0, (4,), 0, dtype, device, g),
         spmm_sample(0, 5, 0, (3,), 0, dtype, device, g),
     ]
-
-
-def spmm_reference(x: Tensor, rowptr: Tensor, col: Tensor, value: Tensor, reduce: str):
-    """(values in float64, differentiable in x; arg or None): the messages
-    value[k] * x[col[k]] reduced row by row with scatter_reduce (empty rows
-    0); arg the first edge of the row whose message is the result, nnz when
-    the row is empty."""
-    M = rowptr.numel() - 1
-    x64 = x.double().cpu().reshape(x.size(0), -1)
-    rowptr, col = rowptr.cpu(), col.cpu()
-    row = torch.repeat_interleave(rowptr.diff(), output_size=col.numel())
-    messages = value.double().cpu().view(-1, 1) * x64[col]
-    F = x64.size(1)
-    op = {"sum": "sum", "mean": "mean", "min": "amin", "max": "amax"}[reduce]
-    out = torch.zeros(M, F, dtype=torch.float64).scatter_reduce(0, row.view(-1, 1).expand(-1, F), messages, op,
-                                                                 include_self=False)
-    shape = (M,) + tuple(x.shape[1:])
-    if reduce not in ("min", "max"):
-        return out.view(shape).to(x.device), None
-    arg = torch.full((M, F), col.numel(), dtype=torch.long)
-    found = messages.detach() == out.detach()[row]
-    for k in range(col.numel() - 1, -1, -1):
-        arg[row[k]][found[k]] = k
-    return out.view(shape).to(x.device), arg.view(shape)
 
 
 # --------------------------------------------------------------------------- rows

@@ -1,0 +1,34 @@
+"""The plain-PyTorch reference of spmm, in float64: the E x F messages
+value[k] * x[col[k]] reduced row by row with scatter_reduce. Used by
+ops/spmm/test_spmm.py and the op table."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+def spmm_reference(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor, reduce: str):
+    """(values in float64 on x's device, differentiable in x and value; arg or
+    None): empty rows give 0; arg is the first edge of the row whose message
+    is the result, nnz for an empty row (on the CPU)."""
+    M = rowptr.numel() - 1
+    x64 = x.double().cpu().reshape(x.size(0), -1)
+    rowptr, col = rowptr.cpu(), col.cpu()
+    row = torch.repeat_interleave(rowptr.diff(), output_size=col.numel())
+    weight = torch.ones(col.numel(), dtype=torch.float64) if value is None else value.double().cpu()
+    messages = weight.view(-1, 1) * x64[col]
+    F = x64.size(1)
+    op = {"sum": "sum", "mean": "mean", "min": "amin", "max": "amax"}[reduce]
+    out = torch.zeros(M, F, dtype=torch.float64).scatter_reduce(0, row.view(-1, 1).expand(-1, F), messages, op,
+                                                                 include_self=False)
+    shape = (M,) + tuple(x.shape[1:])
+    if reduce not in ("min", "max"):
+        return out.view(shape).to(x.device), None
+    arg = torch.full((M, F), col.numel(), dtype=torch.long)
+    found = messages.detach() == out.detach()[row]
+    for k in range(col.numel() - 1, -1, -1):
+        arg[row[k]][found[k]] = k
+    return out.view(shape).to(x.device), arg.view(shape)
