@@ -126,7 +126,8 @@ void transpose_kernel_cuda(const TransposeProblem& p) {
   }
   core::launch(transpose_unpack_kernel, p.nnz, p.rowptr.const_data_ptr<int64_t>(), values.const_data_ptr<int64_t>(),
                p.M, p.nnz, packed, p.row.mutable_data_ptr<int64_t>(), p.perm.mutable_data_ptr<int64_t>());
-  p.colptr.copy_(at::searchsorted(keys, at::arange(p.N + 1, keys.options())));
+  at::Tensor colptr = p.colptr;  // a handle: the search writes into p's tensor
+  at::searchsorted_out(colptr, keys, at::arange(p.N + 1, keys.options()));
 }
 
 // -------------------------------------------------------------------- sddmm

@@ -68,6 +68,33 @@ def test_matches_messages_reduced(reduce: str, dtype: torch.dtype, device: str) 
             assert torch.equal(got[1].cpu(), want_arg), context
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_every_feature_width_and_row_length(reduce: str, dtype: torch.dtype, device: str) -> None:
+    """F from 1 to 512 (every vector width, rows of up to 128 vectors) over rows
+    of every length from 0 to 19 (each remainder of CUDA's batches of 4 and 8
+    edges) and two hubs past its long-row limit."""
+    g = torch.Generator().manual_seed(5)
+    degrees = torch.cat([torch.arange(20).repeat(3), torch.tensor([3000, 1700])])
+    rowptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
+    N = 700
+    col = torch.randint(0, N, (int(rowptr[-1]),), generator=g)
+    value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(dtype)
+    for F in (1, 2, 3, 8, 16, 64, 200, 512):
+        x = torch.randn(N, F, generator=g, dtype=torch.float64).to(dtype)
+        want, want_arg = spmm_reference(rowptr, col, value, x, reduce)
+        got = call(reduce, rowptr.to(device), col.to(device), value.to(device), x.to(device))
+        assert got[0].dtype == dtype and got[0].shape == want.shape, f"F={F}"
+        # A float accumulator's rounding over a row of d terms walks about sqrt(d) steps.
+        rtol, atol = TOLERANCE[dtype]
+        allowed = rtol * want.abs() + atol * degrees.clamp(min=1).double().sqrt().view(-1, 1)
+        excess = (got[0].double().cpu() - want).abs() - allowed
+        worst = int(excess.max(1).values.argmax())
+        assert (excess <= 0).all(), f"F={F}: row {worst} is {excess.max():.3g} past the tolerance"
+        if want_arg is not None and dtype == torch.float64:
+            assert torch.equal(got[1].cpu(), want_arg), f"F={F}"
+
+
 def test_sum_is_the_matrix_product(device: str) -> None:
     torch.manual_seed(0)
     dense = (torch.rand(60, 50) < 0.1) * torch.randn(60, 50, dtype=torch.float64)
