@@ -491,3 +491,65 @@ def test_composites_past_two_to_the_31_elements() -> None:
             torch.testing.assert_close(out[part].double(), want, rtol=1e-4, atol=1e-9)
         del out, i, top, count, total, mean, exp_sum, squares
         torch.cuda.empty_cache()
+
+
+@large_memory
+def test_spmm_past_two_to_the_31_elements() -> None:
+    """spmm (every reduction), both gradients of the sum (x's through the
+    transpose, value's through sddmm) over x and out of 2^31 + 48 float32
+    elements (N = 2^27 + 3 rows of 16; the last rows, whose offsets pass 2^31,
+    gather the last columns), against index_add_ / index_reduce_ over chunks of
+    edges on the same device (no reference call sees 2^31 elements). Small
+    integers keep every sum exact whatever the order; the last row has no
+    edges."""
+    torch.manual_seed(8)
+    N, F, tail = (1 << 27) + 3, 16, 3000
+    row = torch.cat([torch.randint(0, N - 4, ((1 << 27) - tail,), device="cuda").sort().values,
+                     torch.arange(tail, device="cuda") // (tail // 3) + N - 4])
+    col = torch.cat([torch.randint(0, N, ((1 << 27) - tail,), device="cuda"),
+                     N - 1 - torch.arange(tail, device="cuda") % 3])
+    rowptr = torch.cat([row.new_zeros(1), torch.bincount(row, minlength=N).cumsum(0)])
+    value = torch.randint(-2, 3, (row.numel(),), device="cuda", dtype=torch.int8).float()
+    x = torch.randint(-8, 9, (N, F), device="cuda", dtype=torch.int8).float()
+    chunks = [slice(begin, begin + (1 << 24)) for begin in range(0, row.numel(), 1 << 24)]
+    count = rowptr.diff().view(-1, 1)
+
+    def reference(reduce: str) -> torch.Tensor:
+        identity = {"min": float("inf"), "max": float("-inf")}.get(reduce, 0.0)
+        out = torch.full((N, F), identity, device="cuda")
+        for part in chunks:
+            messages = value[part].view(-1, 1) * x[col[part]]
+            if reduce in ("sum", "mean"):
+                out.index_add_(0, row[part], messages)
+            else:
+                out.index_reduce_(0, row[part], messages, "a" + reduce, include_self=True)
+        if reduce == "mean":
+            return out.div_(count.clamp(min=1))
+        return out if reduce == "sum" else out.masked_fill_(count == 0, 0.0)
+
+    for reduce in ("sum", "mean", "min", "max"):
+        torch.cuda.empty_cache()
+        got = getattr(torchplug, f"spmm_{reduce}")(rowptr, col, value, x)
+        out = got[0] if isinstance(got, tuple) else got
+        # mean: the exact sum over the count, rounded once (one ulp either way).
+        torch.testing.assert_close(out, reference(reduce), rtol=2.0**-23 if reduce == "mean" else 0, atol=0,
+                                   msg=lambda m: f"spmm_{reduce}: {m}")
+        if isinstance(got, tuple):  # the last rows' args name an edge of the row holding the result
+            arg, last = got[1][-4:], slice(N - 4, N)
+            assert torch.equal(arg[-1], torch.full_like(arg[-1], row.numel()))
+            held = value[arg[:-1]] * x[col[arg[:-1]], torch.arange(F, device="cuda")]
+            assert torch.equal(held, out[last][:-1])
+            assert bool(((arg[:-1] >= rowptr[N - 4:N - 1, None]) & (arg[:-1] < rowptr[N - 3:N, None])).all())
+        del got, out
+    torch.cuda.empty_cache()
+    leaves = (x.requires_grad_(), value.requires_grad_())
+    grad = torch.randint(-3, 4, (N, F), device="cuda", dtype=torch.int8).float()
+    grad_x, grad_value = torch.autograd.grad(torchplug.spmm_sum(rowptr, col, value, x), leaves, grad)
+    want_x = torch.zeros(N, F, device="cuda")
+    want_value = torch.empty_like(value, requires_grad=False)
+    with torch.no_grad():
+        for part in chunks:
+            want_x.index_add_(0, col[part], value[part].view(-1, 1) * grad[row[part]])
+            want_value[part] = (grad[row[part]] * x[col[part]]).sum(1)
+    torch.testing.assert_close(grad_x, want_x, rtol=0, atol=0)
+    torch.testing.assert_close(grad_value, want_value, rtol=0, atol=0)
