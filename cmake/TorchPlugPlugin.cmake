@@ -82,14 +82,23 @@ extern "C" __attribute__((used, visibility("default"))) const char torchplug_plu
       torchplug_add_test(test_${name} SOURCES ${PLUGIN_TESTS} LIBRARIES ${_target})
     endif()
   else()
-    # The plugin's own package: find_package(<name>) gives <name>::<name>.
+    # The plugin's own package: find_package(<name> [version]) gives
+    # <name>::<name>, with the torchplug release it was built against
+    # (major.minor, as load_plugin checks) and the project's VERSION if set.
     install(EXPORT ${_export} NAMESPACE ${name}:: DESTINATION lib/cmake/${name})
     file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/${name}Config.cmake CONTENT [[
 include(CMakeFindDependencyMacro)
-find_dependency(TorchPlug)
+find_dependency(TorchPlug @TorchPlug_VERSION_MAJOR@.@TorchPlug_VERSION_MINOR@)
 include("${CMAKE_CURRENT_LIST_DIR}/@name@Targets.cmake")
 ]] @ONLY)
-    install(FILES ${CMAKE_CURRENT_BINARY_DIR}/${name}Config.cmake DESTINATION lib/cmake/${name})
+    set(_package_files ${CMAKE_CURRENT_BINARY_DIR}/${name}Config.cmake)
+    if(PROJECT_VERSION)
+      include(CMakePackageConfigHelpers)
+      write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/${name}ConfigVersion.cmake
+                                       VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+      list(APPEND _package_files ${CMAKE_CURRENT_BINARY_DIR}/${name}ConfigVersion.cmake)
+    endif()
+    install(FILES ${_package_files} DESTINATION lib/cmake/${name})
   endif()
 endfunction()
 

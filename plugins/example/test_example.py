@@ -295,3 +295,16 @@ def test_cpp_consumer(prefix: Path, tmp_path: Path) -> None:
         result = subprocess.run(step, capture_output=True, text=True)
         assert result.returncode == 0, f"{' '.join(step)}:\n{result.stdout[-4000:]}{result.stderr[-4000:]}"
     assert result.stdout.startswith("ok: example::edge_dot")
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake")
+def test_package_refuses_another_major_version(prefix: Path, tmp_path: Path) -> None:
+    """The installed package carries the project's VERSION (0.1.0): asking
+    for 1.0 fails at configure time, naming the package."""
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.24)\nproject(wants_v1 LANGUAGES CXX)\nfind_package(example 1.0 REQUIRED)\n")
+    prefix_path = ";".join([str(prefix), torchplug.cmake_prefix_path, torch.utils.cmake_prefix_path])
+    result = subprocess.run(["cmake", "-S", str(tmp_path), "-B", str(tmp_path / "build"),
+                             f"-DCMAKE_PREFIX_PATH={prefix_path}"], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "example" in result.stderr and "0.1.0" in result.stderr, result.stderr[-2000:]
