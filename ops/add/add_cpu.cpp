@@ -6,6 +6,7 @@
 
 #include "torchplug/core/checks.h"
 #include "torchplug/core/library.h"
+#include "torchplug/core/vectorise.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -44,7 +45,7 @@ scalar_t add_one(scalar_t x, scalar_t y) {
 
 // One row of n elements whose inputs have the output's dtype.
 template <typename scalar_t>
-void add_row(char* out, const char* a, const char* b, const int64_t* strides, int64_t n) {
+TORCHPLUG_VECTORISED_CLONES void add_row(char* out, const char* a, const char* b, const int64_t* strides, int64_t n) {
   auto* o = reinterpret_cast<scalar_t*>(out);
   const auto* x = reinterpret_cast<const scalar_t*>(a);
   const auto* y = reinterpret_cast<const scalar_t*>(b);
