@@ -87,6 +87,30 @@ void add_row_converting(char* out, const char* a, const char* b, const int64_t* 
   }
 }
 
+// An input neither contiguous along the row nor broadcast along it.
+bool strided(int64_t stride, int64_t size) { return stride != 0 && stride != size; }
+
+// rows x n outputs with a strided input (a transposed one): walked row by row,
+// each of its elements lies on another cache line, evicted before the next row
+// reads its neighbour; in tiles, the lines are reused while cached. The size
+// is the fastest timed on the 2-core CPU (docs/benchmarks.md).
+constexpr int64_t kTileRows = 128;
+constexpr int64_t kTileCols = 256;
+
+template <typename scalar_t>
+void add_tiles(char** data, const int64_t* strides, int64_t n, int64_t rows) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+    const int64_t r1 = std::min(rows, r0 + kTileRows);
+    for (int64_t c = 0; c < n; c += kTileCols) {
+      const int64_t m = std::min(kTileCols, n - c);
+      for (int64_t r = r0; r < r1; ++r) {
+        add_row<scalar_t>(data[0] + r * strides[3] + c * strides[0], data[1] + r * strides[4] + c * strides[1],
+                          data[2] + r * strides[5] + c * strides[2], strides, m);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void add_kernel_cpu(const AddOperands& operands) {
@@ -103,6 +127,11 @@ void add_kernel_cpu(const AddOperands& operands) {
   const auto dtype = operands.out.scalar_type();
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "torchplug::add", [&] {
     iter.for_each([&](char** data, const int64_t* strides, int64_t n, int64_t rows) {
+      if (a_dtype == dtype && b_dtype == dtype && rows > 1 && (strided(strides[1], sizeof(scalar_t)) ||
+                                                               strided(strides[2], sizeof(scalar_t)))) {
+        add_tiles<scalar_t>(data, strides, n, rows);
+        return;
+      }
       for (int64_t r = 0; r < rows; ++r) {
         auto* out = data[0] + r * strides[3];
         const auto* a = data[1] + r * strides[4];
