@@ -88,6 +88,9 @@ def _strided_operands(kind: str, dtype: torch.dtype, device: str) -> tuple[torch
     """Pairs of inputs that are not plain contiguous tensors."""
     if kind == "transposed":
         return make((37, 29), dtype, device).t(), make((29, 37), dtype, device)
+    if kind == "transposed-tiles":
+        # More rows and columns than a CPU tile, neither a multiple of it.
+        return make((300, 650), dtype, device).t(), make((650, 300), dtype, device)
     if kind == "both-transposed":
         return make((37, 29), dtype, device).t(), make((37, 29), dtype, device).t()
     if kind == "sliced-step":
@@ -109,6 +112,7 @@ def _strided_operands(kind: str, dtype: torch.dtype, device: str) -> tuple[torch
 
 STRIDED = [
     "transposed",
+    "transposed-tiles",
     "both-transposed",
     "sliced-step",
     "offset-1",
