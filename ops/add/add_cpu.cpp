@@ -125,10 +125,11 @@ void add_kernel_cpu(const AddOperands& operands) {
   const auto a_dtype = operands.a.scalar_type();
   const auto b_dtype = operands.b.scalar_type();
   const auto dtype = operands.out.scalar_type();
+  const bool same_dtype = a_dtype == dtype && b_dtype == dtype;
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "torchplug::add", [&] {
     iter.for_each([&](char** data, const int64_t* strides, int64_t n, int64_t rows) {
-      if (a_dtype == dtype && b_dtype == dtype && rows > 1 && (strided(strides[1], sizeof(scalar_t)) ||
-                                                               strided(strides[2], sizeof(scalar_t)))) {
+      if (same_dtype && rows > 1 &&
+          (strided(strides[1], sizeof(scalar_t)) || strided(strides[2], sizeof(scalar_t)))) {
         add_tiles<scalar_t>(data, strides, n, rows);
         return;
       }
@@ -136,7 +137,7 @@ void add_kernel_cpu(const AddOperands& operands) {
         auto* out = data[0] + r * strides[3];
         const auto* a = data[1] + r * strides[4];
         const auto* b = data[2] + r * strides[5];
-        if (a_dtype == dtype && b_dtype == dtype) {
+        if (same_dtype) {
           add_row<scalar_t>(out, a, b, strides, n);
         } else {
           add_row_converting<scalar_t>(out, a, b, strides, n, a_dtype, b_dtype);

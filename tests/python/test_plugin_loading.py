@@ -77,6 +77,12 @@ def test_built_once_and_again_when_the_sources_change(tmp_path: Path) -> None:
     assert run("return x * 5;") == ("5.0", True)  # edited: built anew
 
 
+def assert_add_untouched() -> None:
+    """torchplug's own add still runs its own kernel."""
+    a, b = torch.ones(3), torch.arange(3.0)
+    torch.testing.assert_close(torchplug.add(a, b), a + b, rtol=0, atol=0)
+
+
 def test_a_clash_is_an_exception_and_registers_nothing() -> None:
     before = torchplug.registry()
     # The first op is new, the second is torchplug's own add; the CPU kernel
@@ -95,8 +101,7 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) { m.impl("loading_fresh", &fresh); m.i
         torchplug.load_inline("loading_clash", source)
     assert torchplug.registry() == before
     assert not hasattr(torch.ops.torchplug, "loading_fresh")  # undone, with its kernel
-    a, b = torch.ones(3), torch.arange(3.0)
-    torch.testing.assert_close(torchplug.add(a, b), a + b, rtol=0, atol=0)
+    assert_add_untouched()
     # The library stays mapped, its registrations gone: a second try is refused, not silently empty.
     with pytest.raises(PluginError, match="failed earlier in this process"):
         torchplug.load_inline("loading_clash", source)
@@ -109,8 +114,7 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) { m.impl("add", &wrong_add); }
 """
     with pytest.raises(PluginError, match=r"the CPU kernel of 'torchplug::add' \(plugin 'loading_impl'\) would replace"):
         torchplug.load_inline("loading_impl", source)
-    a, b = torch.ones(3), torch.arange(3.0)
-    torch.testing.assert_close(torchplug.add(a, b), a + b, rtol=0, atol=0)
+    assert_add_untouched()
 
 
 def test_a_malformed_schema_registers_nothing() -> None:
