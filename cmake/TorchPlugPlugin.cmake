@@ -13,8 +13,9 @@
 # It links torchplug::core, compiles the CPU sources with torch's OpenMP (else
 # at::parallel_for runs on one thread) and the CUDA sources only where the
 # package was built with CUDA kernels, for its architectures; a plugin without
-# CUDA sources does not need libtorch_cuda. DEPENDS names torchplug plugins it
-# builds on (composite on scatter); TESTS, GoogleTest suites (this tree).
+# CUDA sources does not need libtorch_cuda. DEPENDS names torchplug plugins
+# whose ops it calls through the dispatcher (composite on scatter): their
+# libraries load with it; TESTS, GoogleTest suites (this tree).
 function(torchplug_add_plugin name)
   cmake_parse_arguments(PLUGIN "" "HEADER" "SOURCES;CUDA_SOURCES;TESTS;DEPENDS" ${ARGN})
   if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
@@ -51,8 +52,13 @@ extern "C" __attribute__((used, visibility("default"))) const char torchplug_plu
 
   add_library(${_target} SHARED ${_sources})
   add_library(${_alias} ALIAS ${_target})
+  # A plugin named in DEPENDS is called through the dispatcher, with no symbol
+  # of its library used: linked as needed, a C++ program would never load it.
   list(TRANSFORM PLUGIN_DEPENDS PREPEND torchplug::)
-  target_link_libraries(${_target} PUBLIC torchplug::core ${PLUGIN_DEPENDS} PRIVATE ${_torch} ${TORCHPLUG_OPENMP_LIBRARIES})
+  if(PLUGIN_DEPENDS)
+    set(PLUGIN_DEPENDS -Wl,--push-state,--no-as-needed ${PLUGIN_DEPENDS} -Wl,--pop-state)
+  endif()
+  target_link_libraries(${_target} PUBLIC torchplug::core PRIVATE ${PLUGIN_DEPENDS} ${_torch} ${TORCHPLUG_OPENMP_LIBRARIES})
   target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${TORCHPLUG_OPENMP_FLAGS}>)
   target_compile_definitions(${_target} PRIVATE TORCHPLUG_PLUGIN_NAME="${name}")
   # Symbols of static archives stay private to the plugin: where the toolchain
@@ -100,50 +106,4 @@ include("${CMAKE_CURRENT_LIST_DIR}/@name@Targets.cmake")
     endif()
     install(FILES ${_package_files} DESTINATION lib/cmake/${name})
   endif()
-endfunction()
-
-# torchplug_table_rows(<var> <header>)
-#
-# The rows `_(name, Type)` of the TORCHPLUG_FOR_EACH_* table in <header> (one
-# a line), as name=Type items: the reductions an op family compiles for.
-function(torchplug_table_rows out header)
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${header})  # a new row reconfigures
-  file(READ ${header} _text)
-  string(REGEX MATCHALL "\n  _\\([a-z_]+, [:a-zA-Z_]+\\)" _rows "${_text}")
-  set(_items)
-  foreach(_row IN LISTS _rows)
-    string(REGEX REPLACE "\n  _\\(([a-z_]+), ([:a-zA-Z_]+)\\)" "\\1=\\2" _row "${_row}")
-    list(APPEND _items ${_row})
-  endforeach()
-  if(NOT _items)
-    message(FATAL_ERROR "torchplug_table_rows: no `  _(name, Type)` rows in ${header}")
-  endif()
-  set(${out} ${_items} PARENT_SCOPE)
-endfunction()
-
-# torchplug_cuda_instantiations(<var> <header> <code> <row>...)
-#
-# One CUDA translation unit per row (name=Type, or Type alone), named
-# <stem of header>_<name>.cu in the build tree: <header> included, then <code>
-# with @TYPE@ replaced by the row's type, so that nvcc builds the kernels of
-# each reduction or program in parallel. Lists the generated sources in <var>.
-function(torchplug_cuda_instantiations out header code)
-  get_filename_component(_stem ${header} NAME_WE)
-  set(_sources)
-  foreach(_row IN LISTS ARGN)
-    string(FIND "${_row}" "=" _at)
-    if(_at EQUAL -1)
-      set(_name ${_row})
-      set(_type ${_row})
-    else()
-      string(SUBSTRING "${_row}" 0 ${_at} _name)
-      math(EXPR _after "${_at} + 1")
-      string(SUBSTRING "${_row}" ${_after} -1 _type)
-    endif()
-    string(REPLACE "@TYPE@" "${_type}" _code "${code}")
-    set(_source ${CMAKE_CURRENT_BINARY_DIR}/${_stem}_${_name}.cu)
-    file(CONFIGURE OUTPUT ${_source} CONTENT "#include \"${CMAKE_CURRENT_SOURCE_DIR}/${header}\"\n\n${_code}" @ONLY)
-    list(APPEND _sources ${_source})
-  endforeach()
-  set(${out} ${_sources} PARENT_SCOPE)
 endfunction()

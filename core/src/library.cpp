@@ -79,10 +79,13 @@ void Library::check_unclaimed(const char* name) const {
 }
 
 c10::OperatorHandle find_op_handle(const OpDef& def) {
-  const auto name = def.name();
-  TORCH_CHECK(name.find("::") != std::string::npos,
+  TORCH_CHECK(def.name().find("::") != std::string::npos,
               "torchplug: find_op needs a schema that names its namespace, got '", def.schema, "'");
-  const auto op = parse_operator_name(name);
+  return find_op_handle(def.name());
+}
+
+c10::OperatorHandle find_op_handle(const std::string& qualified_name) {
+  const auto op = parse_operator_name(qualified_name);
   return c10::Dispatcher::singleton().findSchemaOrThrow(op.name.c_str(), op.overload_name.c_str());
 }
 

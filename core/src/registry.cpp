@@ -29,7 +29,8 @@ c10::OperatorName parse_operator_name(const std::string& qualified) {
   return {qualified.substr(0, dot), dot == std::string::npos ? "" : qualified.substr(dot + 1)};
 }
 
-std::string OpDef::name() const { return name_of(schema); }
+OpDef::OpDef(std::string schema_, std::vector<c10::ScalarType> dtypes_, std::string doc_)
+    : schema(std::move(schema_)), dtypes(std::move(dtypes_)), doc(std::move(doc_)), name_(name_of(schema)) {}
 
 void OpDef::check_dtypes(std::initializer_list<NamedTensor> tensors) const {
   for (const auto& [arg, tensor] : tensors) {

@@ -47,8 +47,6 @@ int64_t check_inputs(const char* op, const at::Tensor& src, const at::Tensor& in
   return dim;
 }
 
-void check_floating(const char* op, const at::Tensor& src) { core::check_dtype_in(op, "src", src, kDtypes); }
-
 int64_t check_indptr_args(const char* op, const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
   core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
   core::check_dtype_in(op, "src", src, kDtypes);
@@ -57,10 +55,6 @@ int64_t check_indptr_args(const char* op, const at::Tensor& src, const at::Tenso
               ": argument 'indptr' must be 1-D with at least one value, got shape ", indptr.sizes());
   TORCH_CHECK(src.dim() > 0, op, ": argument 'src' must have at least one dimension");
   return core::normalize_dim(op, dim, src.dim());
-}
-
-c10::OperatorHandle find_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
 }
 
 }  // namespace
@@ -73,43 +67,42 @@ at::Tensor csr_rows(const at::Tensor& indptr, int64_t E) {
   return at::searchsorted(indptr, positions, /*out_int32=*/false, /*right=*/true).sub_(1);
 }
 
-RowsProblem plan_emit(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+RowsProblem plan_emit(const core::OpDef& op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                       std::optional<int64_t> dim_size) {
-  check_floating(op, src);
-  RowsProblem r{scatter_detail::describe(op, src, index, dim, dim_size), at::Tensor()};
+  RowsProblem r{core::describe(op, src, index, dim, dim_size), at::Tensor()};
   r.p.out = at::empty_like(r.p.src);
   return r;
 }
 
-RowsProblem plan_softmax_csr(const char* op, const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
-  dim = check_indptr_args(op, src, indptr, dim);
+RowsProblem plan_softmax_csr(const core::OpDef& op, const at::Tensor& src, const at::Tensor& indptr,
+                             int64_t dim) {
+  dim = check_indptr_args(op.name().c_str(), src, indptr, dim);
   if (core::validates_indices(indptr.device())) {
-    core::check_offsets(op, "indptr", indptr, src.size(dim), "src.size(dim)");
+    core::check_offsets(op.name().c_str(), "indptr", indptr, src.size(dim), "src.size(dim)");
   }
   return plan_emit(op, src, csr_rows(indptr, src.size(dim)), dim, indptr.size(0) - 1);
 }
 
-RowsProblem plan_backward(const char* op, const at::Tensor& grad, const at::Tensor& out,
+RowsProblem plan_backward(const core::OpDef& def, const at::Tensor& grad, const at::Tensor& out,
                           const at::Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+  const char* op = def.name().c_str();
   core::check_same_device(op, {TORCHPLUG_ARG(grad), TORCHPLUG_ARG(out)});
   core::check_same_dtype(op, TORCHPLUG_ARG(grad), TORCHPLUG_ARG(out));
   TORCH_CHECK(grad.sizes() == out.sizes(), op, ": argument 'grad' of shape ", grad.sizes(),
               " does not match out of shape ", out.sizes());
-  RowsProblem r = plan_emit(op, grad, index, dim, dim_size);
+  RowsProblem r = plan_emit(def, grad, index, dim, dim_size);
   r.y = out.contiguous();
   return r;
 }
 
-RowsProblem plan_reduce(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+RowsProblem plan_reduce(const core::OpDef& op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                         std::optional<int64_t> dim_size) {
-  check_floating(op, src);
-  return {scatter_detail::plan<SumPolicy>(src, index, dim, dim_size, op), at::Tensor()};
+  return {core::plan<SumPolicy>(op, src, index, dim, dim_size), at::Tensor()};
 }
 
-RowsProblem plan_reduce_into(const char* op, const at::Tensor& out, const at::Tensor& src,
+RowsProblem plan_reduce_into(const core::OpDef& op, const at::Tensor& out, const at::Tensor& src,
                              const at::Tensor& index, int64_t dim) {
-  check_floating(op, src);
-  return {scatter_detail::plan_inplace<SumPolicy>(out, src, index, dim, op), at::Tensor()};
+  return {core::plan_inplace<SumPolicy>(op, out, src, index, dim), at::Tensor()};
 }
 
 // ---- Meta kernels ----------------------------------------------------------------
@@ -122,10 +115,9 @@ at::Tensor meta_emit(const at::Tensor& src, const at::Tensor& index, int64_t dim
   return at::empty_like(src, at::MemoryFormat::Contiguous);
 }
 
-at::Tensor meta_reduce(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                       std::optional<c10::SymInt> dim_size) {
-  check_floating(op, src);
-  return scatter_detail::meta<SumPolicy>(op, src, index, dim, std::move(dim_size));
+at::Tensor meta_reduce(const core::OpDef& op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                       const std::optional<c10::SymInt>& dim_size) {
+  return core::meta<SumPolicy>(op, src, index, dim, dim_size);
 }
 
 }  // namespace
@@ -134,48 +126,41 @@ at::Tensor meta_reduce(const char* op, const at::Tensor& src, const at::Tensor& 
 
 at::Tensor call_softmax(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                         std::optional<int64_t> dim_size, bool log) {
-  static auto softmax = find_op("torchplug::scatter_softmax")
-                            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
-                                              std::optional<int64_t>)>();
-  static auto log_softmax = find_op("torchplug::scatter_log_softmax")
-                                .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
-                                                  std::optional<int64_t>)>();
+  using Signature = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, std::optional<int64_t>);
+  static const auto softmax = core::find_op<Signature>(kScatterSoftmax);
+  static const auto log_softmax = core::find_op<Signature>(kScatterLogSoftmax);
   return (log ? log_softmax : softmax).call(src, index, dim, dim_size);
 }
 
 at::Tensor call_softmax_backward(const at::Tensor& grad, const at::Tensor& out, const at::Tensor& index,
                                  int64_t dim, std::optional<int64_t> dim_size, bool log) {
-  static auto op = find_op("torchplug::scatter_softmax_backward")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t,
-                                         std::optional<int64_t>, bool)>();
+  static const auto op = core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t,
+                                                   std::optional<int64_t>, bool)>(kScatterSoftmaxBackward);
   return op.call(grad, out, index, dim, dim_size, log);
 }
 
 at::Tensor call_logsumexp(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                           std::optional<c10::SymInt> dim_size) {
-  static auto op = find_op("torchplug::scatter_logsumexp")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
-                                         std::optional<c10::SymInt>)>();
+  static const auto op =
+      core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, std::optional<c10::SymInt>)>(
+          kScatterLogsumexp);
   return op.call(src, index, dim, std::move(dim_size));
 }
 
 void call_logsumexp_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index, int64_t dim) {
-  static auto op = find_op("torchplug::scatter_logsumexp_")
-                       .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>();
+  static const auto op =
+      core::find_op<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>(kScatterLogsumexpInplace);
   op.call(out, src, index, dim);
 }
 
 at::Tensor call_std(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                     std::optional<c10::SymInt> dim_size, bool unbiased) {
-  static auto op = find_op("torchplug::scatter_std")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
-                                         std::optional<c10::SymInt>, bool)>();
+  static const auto op = core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t,
+                                                   std::optional<c10::SymInt>, bool)>(kScatterStd);
   return op.call(src, index, dim, std::move(dim_size), unbiased);
 }
 
 }  // namespace composite_detail
-
-using composite_detail::find_op;
 
 at::Tensor scatter_softmax(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                            std::optional<int64_t> dim_size) {
@@ -189,7 +174,7 @@ at::Tensor scatter_log_softmax(const at::Tensor& src, const at::Tensor& index, i
 
 at::Tensor scatter_logsumexp(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                              const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size) {
-  constexpr const char* name = "torchplug::scatter_logsumexp";
+  const char* name = composite_detail::kScatterLogsumexp.name().c_str();
   if (!out.has_value()) {
     std::optional<c10::SymInt> size;
     if (dim_size) size = c10::SymInt(*dim_size);
@@ -206,7 +191,7 @@ at::Tensor scatter_logsumexp(const at::Tensor& src, const at::Tensor& index, int
 
 at::Tensor scatter_std(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                        const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size, bool unbiased) {
-  constexpr const char* name = "torchplug::scatter_std";
+  const char* name = composite_detail::kScatterStd.name().c_str();
   if (out.has_value()) {
     const int64_t d = core::normalize_dim(name, dim, src.dim());
     TORCH_CHECK(out->dim() == src.dim(), name, ": argument 'out' has ", out->dim(),
@@ -226,64 +211,50 @@ at::Tensor scatter_std(const at::Tensor& src, const at::Tensor& index, int64_t d
 }
 
 at::Tensor softmax_csr(const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
-  static auto op = find_op("torchplug::softmax_csr")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t)>();
+  static const auto op =
+      core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t)>(composite_detail::kSoftmaxCsr);
   return op.call(src, indptr, dim);
 }
 
 }  // namespace torchplug
 
 TORCHPLUG_LIBRARY(torchplug, m) {
-  const std::vector<c10::ScalarType> dtypes(torchplug::composite_detail::kDtypes);
-  m.define({"scatter_softmax(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor",
-            dtypes, "Softmax of src within each group that index names along dim (one fused op)."});
-  m.define({"scatter_log_softmax(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor",
-            dtypes, "Log-softmax of src within each group that index names along dim."});
-  m.define({"scatter_logsumexp(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor",
-            dtypes, "log(sum(exp(src))) of each group that index names along dim, computed stably."});
-  m.define({"scatter_logsumexp_(Tensor(a!) out, Tensor src, Tensor index, int dim=-1) -> ()", dtypes,
-            "In-place scatter_logsumexp: reduces into out, whose values take part."});
-  m.define({"scatter_std(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None, bool unbiased=True) "
-            "-> Tensor",
-            dtypes, "Standard deviation of each group that index names along dim (Welford)."});
-  m.define({"softmax_csr(Tensor src, Tensor indptr, int dim=0) -> Tensor", dtypes,
-            "Softmax of src within each sorted group indptr[i] .. indptr[i + 1] along dim."});
-  m.define({"scatter_softmax_backward(Tensor grad, Tensor out, Tensor index, int dim, int? dim_size, "
-            "bool log) -> Tensor",
-            dtypes, "The src gradient of scatter_softmax (log: scatter_log_softmax), fused."});
+  using namespace torchplug::composite_detail;
+  for (const auto* def : {&kScatterSoftmax, &kScatterLogSoftmax, &kScatterLogsumexp, &kScatterLogsumexpInplace,
+                          &kScatterStd, &kSoftmaxCsr, &kScatterSoftmaxBackward}) {
+    m.define(*def);
+  }
 }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
   using namespace torchplug::composite_detail;
-  m.impl("scatter_softmax", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                               std::optional<int64_t> dim_size) {
-    return meta_emit(src, index, dim, dim_size, "torchplug::scatter_softmax");
+  m.impl(kScatterSoftmax, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                             std::optional<int64_t> dim_size) {
+    return meta_emit(src, index, dim, dim_size, kScatterSoftmax.name().c_str());
   });
-  m.impl("scatter_log_softmax", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                                   std::optional<int64_t> dim_size) {
-    return meta_emit(src, index, dim, dim_size, "torchplug::scatter_log_softmax");
+  m.impl(kScatterLogSoftmax, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                                std::optional<int64_t> dim_size) {
+    return meta_emit(src, index, dim, dim_size, kScatterLogSoftmax.name().c_str());
   });
-  m.impl("scatter_logsumexp", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                                 std::optional<c10::SymInt> dim_size) {
-    return meta_reduce("torchplug::scatter_logsumexp", src, index, dim, std::move(dim_size));
+  m.impl(kScatterLogsumexp, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                               std::optional<c10::SymInt> dim_size) {
+    return meta_reduce(kScatterLogsumexp, src, index, dim, dim_size);
   });
-  m.impl("scatter_logsumexp_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
-                                  int64_t dim) {
-    constexpr const char* op = "torchplug::scatter_logsumexp_";
-    check_floating(op, src);
-    torchplug::scatter_detail::meta_inplace<SumPolicy>(op, out, src, index, dim);
+  m.impl(kScatterLogsumexpInplace, [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
+                                      int64_t dim) {
+    torchplug::core::meta_inplace<SumPolicy>(kScatterLogsumexpInplace, out, src, index, dim);
   });
-  m.impl("scatter_std", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                           std::optional<c10::SymInt> dim_size, bool) {
-    return meta_reduce("torchplug::scatter_std", src, index, dim, std::move(dim_size));
+  m.impl(kScatterStd, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                         std::optional<c10::SymInt> dim_size, bool) {
+    return meta_reduce(kScatterStd, src, index, dim, dim_size);
   });
-  m.impl("softmax_csr", [](const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
-    check_indptr_args("torchplug::softmax_csr", src, indptr, dim);
+  m.impl(kSoftmaxCsr, [](const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
+    check_indptr_args(kSoftmaxCsr.name().c_str(), src, indptr, dim);
     return at::empty_like(src, at::MemoryFormat::Contiguous);
   });
-  m.impl("scatter_softmax_backward", [](const at::Tensor& grad, const at::Tensor& out, const at::Tensor& index,
-                                        int64_t dim, std::optional<int64_t> dim_size, bool) {
-    constexpr const char* op = "torchplug::scatter_softmax_backward";
+  m.impl(kScatterSoftmaxBackward, [](const at::Tensor& grad, const at::Tensor& out, const at::Tensor& index,
+                                     int64_t dim, std::optional<int64_t> dim_size, bool) {
+    const char* op = kScatterSoftmaxBackward.name().c_str();
     torchplug::core::check_same_dtype(op, TORCHPLUG_ARG(grad), TORCHPLUG_ARG(out));
     TORCH_CHECK(grad.sym_sizes() == out.sym_sizes(), op, ": argument 'grad' of shape ", grad.sym_sizes(),
                 " does not match out of shape ", out.sym_sizes());

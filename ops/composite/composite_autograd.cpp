@@ -35,6 +35,15 @@ using torch::autograd::AutogradContext;
 using torch::autograd::Variable;
 using torch::autograd::variable_list;
 
+// The scatter plugin's sums, through the dispatcher (DEPENDS scatter).
+at::Tensor scatter_reduce(const char* name, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                          std::optional<c10::SymInt> slots) {
+  using Signature = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, std::optional<c10::SymInt>);
+  static const auto sum = core::find_op<Signature>("torchplug::scatter_sum");
+  static const auto mean = core::find_op<Signature>("torchplug::scatter_mean");
+  return (std::string_view(name) == "sum" ? sum : mean).call(src, index, dim, std::move(slots));
+}
+
 std::optional<c10::SymInt> sym(std::optional<int64_t> size) {
   if (!size) return std::nullopt;
   return c10::SymInt(*size);
@@ -56,8 +65,8 @@ std::pair<at::Tensor, at::Tensor> at_rows(const char* op, const at::Tensor& valu
 at::Tensor softmax_grad(const at::Tensor& g, const at::Tensor& y, const at::Tensor& index, int64_t dim,
                         std::optional<int64_t> dim_size, bool log) {
   if (!c10::GradMode::is_enabled()) return call_softmax_backward(g, y, index, dim, dim_size, log);
-  constexpr const char* op = "torchplug::scatter_softmax_backward";
-  const auto sums = scatter_detail::call_scatter<SumPolicy>(log ? g : g * y, index, dim, sym(dim_size));
+  const char* op = kScatterSoftmaxBackward.name().c_str();
+  const auto sums = scatter_reduce("sum", log ? g : g * y, index, dim, sym(dim_size));
   const auto [at_row, inside] = at_rows(op, sums, index, g, dim, sums.sym_size(dim));
   return at::where(inside, log ? g - at::exp(y) * at_row : y * (g - at_row), 0);
 }
@@ -69,7 +78,7 @@ class SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction> {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const auto out = call_softmax(src, index, dim, dim_size, log);
     ctx->save_for_backward({index, out});
-    ctx->saved_data["dim"] = core::normalize_dim("torchplug::scatter_softmax", dim, src.dim());
+    ctx->saved_data["dim"] = core::normalize_dim(kScatterSoftmax.name().c_str(), dim, src.dim());
     ctx->saved_data["dim_size"] = dim_size.has_value() ? c10::IValue(*dim_size) : c10::IValue();
     ctx->saved_data["log"] = log;
     return {out};
@@ -90,7 +99,7 @@ class SoftmaxCsrFunction : public torch::autograd::Function<SoftmaxCsrFunction> 
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const auto out = softmax_csr(src, indptr, dim);
     ctx->save_for_backward({indptr, out});
-    ctx->saved_data["dim"] = core::normalize_dim("torchplug::softmax_csr", dim, src.dim());
+    ctx->saved_data["dim"] = core::normalize_dim(kSoftmaxCsr.name().c_str(), dim, src.dim());
     return {out};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -108,11 +117,11 @@ class LogSumExpFunction : public torch::autograd::Function<LogSumExpFunction> {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const auto out = call_logsumexp(src, index, dim, std::move(dim_size));
     ctx->save_for_backward({src, index, out});
-    ctx->saved_data["dim"] = core::normalize_dim("torchplug::scatter_logsumexp", dim, src.dim());
+    ctx->saved_data["dim"] = core::normalize_dim(kScatterLogsumexp.name().c_str(), dim, src.dim());
     return {out};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    constexpr const char* op = "torchplug::scatter_logsumexp";
+    const char* op = kScatterLogsumexp.name().c_str();
     const auto saved = ctx->get_saved_variables();
     const auto &src = saved[0], &index = saved[1], &out = saved[2];
     const int64_t dim = ctx->saved_data["dim"].toInt();
@@ -130,12 +139,12 @@ class StdFunction : public torch::autograd::Function<StdFunction> {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const auto out = call_std(src, index, dim, std::move(dim_size), unbiased);
     ctx->save_for_backward({src, index, out});
-    ctx->saved_data["dim"] = core::normalize_dim("torchplug::scatter_std", dim, src.dim());
+    ctx->saved_data["dim"] = core::normalize_dim(kScatterStd.name().c_str(), dim, src.dim());
     ctx->saved_data["unbiased"] = unbiased;
     return {out};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    constexpr const char* op = "torchplug::scatter_std";
+    const char* op = kScatterStd.name().c_str();
     const auto saved = ctx->get_saved_variables();
     const auto &src = saved[0], &index = saved[1], &out = saved[2];
     const int64_t dim = ctx->saved_data["dim"].toInt();
@@ -144,8 +153,8 @@ class StdFunction : public torch::autograd::Function<StdFunction> {
     const auto math = at::toOpMathType(src.scalar_type());
     const auto x = src.to(math);
     const auto y = out.to(math);
-    const auto count = scatter_detail::call_scatter<SumPolicy>(at::ones_like(x), index, dim, slots);
-    const auto mean = scatter_detail::call_scatter<MeanPolicy>(x, index, dim, slots);
+    const auto count = scatter_reduce("sum", at::ones_like(x), index, dim, slots);
+    const auto mean = scatter_reduce("mean", x, index, dim, slots);
     const auto divisor = (ctx->saved_data["unbiased"].toBool() ? count - 1 : count).clamp_min(1);
     const auto scale = grads[0].to(math) / (divisor * at::where(y.eq(0), 1, y));
     const auto [scale_at, inside] = at_rows(op, at::where(y.eq(0), 0, scale), index, src, dim, slots);
@@ -156,7 +165,7 @@ class StdFunction : public torch::autograd::Function<StdFunction> {
 
 at::Tensor softmax_autograd(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                             std::optional<int64_t> dim_size, bool log) {
-  const char* op = log ? "torchplug::scatter_log_softmax" : "torchplug::scatter_softmax";
+  const char* op = log ? kScatterLogSoftmax.name().c_str() : kScatterSoftmax.name().c_str();
   core::check_autograd_support(op, {TORCHPLUG_ARG(src)});
   if (!core::records_grad(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
@@ -172,42 +181,42 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   using namespace torchplug::composite_detail;
   using torchplug::core::check_autograd_support;
   using torchplug::core::records_grad;
-  m.impl("scatter_softmax", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+  m.impl(kScatterSoftmax, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                std::optional<int64_t> dim_size) {
     return softmax_autograd(src, index, dim, dim_size, false);
   });
-  m.impl("scatter_log_softmax", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+  m.impl(kScatterLogSoftmax, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                    std::optional<int64_t> dim_size) {
     return softmax_autograd(src, index, dim, dim_size, true);
   });
-  m.impl("softmax_csr", [](const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
-    check_autograd_support("torchplug::softmax_csr", {TORCHPLUG_ARG(src)});
+  m.impl(kSoftmaxCsr, [](const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
+    check_autograd_support(kSoftmaxCsr.name().c_str(), {TORCHPLUG_ARG(src)});
     if (!records_grad(src)) {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       return torchplug::softmax_csr(src, indptr, dim);
     }
     return SoftmaxCsrFunction::apply(src, indptr, dim)[0];
   });
-  m.impl("scatter_logsumexp", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+  m.impl(kScatterLogsumexp, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                  std::optional<c10::SymInt> dim_size) {
-    check_autograd_support("torchplug::scatter_logsumexp", {TORCHPLUG_ARG(src)});
+    check_autograd_support(kScatterLogsumexp.name().c_str(), {TORCHPLUG_ARG(src)});
     if (!records_grad(src)) {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       return call_logsumexp(src, index, dim, std::move(dim_size));
     }
     return LogSumExpFunction::apply(src, index, dim, std::move(dim_size))[0];
   });
-  m.impl("scatter_logsumexp_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
+  m.impl(kScatterLogsumexpInplace, [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
                                   int64_t dim) {
-    TORCH_CHECK(!records_grad(out, src), "torchplug::scatter_logsumexp_: the out= form does not support "
-                "automatic differentiation; call it without out=");
+    TORCH_CHECK(!records_grad(out, src), kScatterLogsumexpInplace.name(),
+                ": the out= form does not support automatic differentiation; call it without out=");
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     call_logsumexp_(out, src, index, dim);
     torch::autograd::impl::bump_version(out);
   });
-  m.impl("scatter_std", [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+  m.impl(kScatterStd, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
                            std::optional<c10::SymInt> dim_size, bool unbiased) {
-    check_autograd_support("torchplug::scatter_std", {TORCHPLUG_ARG(src)});
+    check_autograd_support(kScatterStd.name().c_str(), {TORCHPLUG_ARG(src)});
     if (!records_grad(src)) {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       return call_std(src, index, dim, std::move(dim_size), unbiased);

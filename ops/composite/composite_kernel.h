@@ -3,16 +3,18 @@
 // Internal to the composite plugin: the problem its op entries hand the CPU
 // and CUDA kernels, and the entries themselves, written once for both devices.
 //
-// Every composite is a row program (core/row_program.h) over the scatter
-// family's problem (ops/scatter/scatter_kernel.h): src viewed as [outer, E,
+// Every composite is a row program (core/reduce/row_program.h) over the
+// reduction layer's problem (core/reduce/problem.h): src viewed as [outer, E,
 // inner], each source landing in row index[e] of N. Two kinds:
 //   reducing (logsumexp, std):  out [outer, N, inner] = program.result(row state)
 //   emitting (softmax, log_softmax, their backward): out of src's shape,
 //     out[o, e, f] = program.emit(state of e's row, x[o, e, f], y[o, e, f])
 // The kernels run a program given its one option (log, into_out, unbiased).
 
-#include "../scatter/scatter_kernel.h"
-#include "torchplug/core/row_program.h"
+#include "composite_schema.h"
+#include "torchplug/core/reduce/problem.h"
+#include "torchplug/core/reduce/row_program.h"
+#include "torchplug/core/registry.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -21,12 +23,7 @@
 
 namespace torchplug::composite_detail {
 
-using scatter_detail::ScatterProblem;
-
-// The dtypes every composite takes: floating types (float16 and bfloat16
-// computed in float32).
-inline constexpr std::initializer_list<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat,
-                                                                 at::kDouble};
+using core::ScatterProblem;
 
 // A program's problem: the scatter problem of x (p.src), its result in p.out
 // (reducing: out's values taking part when p.accumulate), and for two-input
@@ -38,16 +35,16 @@ struct RowsProblem {
 
 // Checks the arguments (on the CPU and in checked mode the index values too)
 // and allocates the output: of src's shape (emitting programs), of the
-// reduced shape (reducing ones), or out itself (reducing into it). `op`
-// names the op in errors.
-RowsProblem plan_emit(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+// reduced shape (reducing ones), or out itself (reducing into it). Errors
+// name `op`.
+RowsProblem plan_emit(const core::OpDef& op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                       std::optional<int64_t> dim_size);
-RowsProblem plan_softmax_csr(const char* op, const at::Tensor& src, const at::Tensor& indptr, int64_t dim);
-RowsProblem plan_backward(const char* op, const at::Tensor& grad, const at::Tensor& out,
+RowsProblem plan_softmax_csr(const core::OpDef& op, const at::Tensor& src, const at::Tensor& indptr, int64_t dim);
+RowsProblem plan_backward(const core::OpDef& op, const at::Tensor& grad, const at::Tensor& out,
                           const at::Tensor& index, int64_t dim, std::optional<int64_t> dim_size);
-RowsProblem plan_reduce(const char* op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+RowsProblem plan_reduce(const core::OpDef& op, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                         std::optional<int64_t> dim_size);
-RowsProblem plan_reduce_into(const char* op, const at::Tensor& out, const at::Tensor& src,
+RowsProblem plan_reduce_into(const core::OpDef& op, const at::Tensor& out, const at::Tensor& src,
                              const at::Tensor& index, int64_t dim);
 // The group of each position 0 .. E - 1 by a 1-D indptr (N past the last).
 at::Tensor csr_rows(const at::Tensor& indptr, int64_t E);

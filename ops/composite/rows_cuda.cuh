@@ -20,9 +20,9 @@
 // (one row per output element). Each program compiles in a translation unit
 // of its own (CMakeLists.txt instantiates run_cuda<Program>).
 
-#include "../scatter/cuda/segments.cuh"
+#include "torchplug/core/reduce/cuda/segments.cuh"
 #include "composite_kernel.h"
-#include "torchplug/core/index_plan.cuh"
+#include "torchplug/core/reduce/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/vector.cuh"
 
@@ -39,9 +39,9 @@
 namespace torchplug::composite_detail {
 namespace {
 
-using scatter_detail::kMaxSegment;
-using scatter_detail::row_item;
-using scatter_detail::RowItem;
+using core::kMaxSegment;
+using core::row_item;
+using core::RowItem;
 
 template <typename Program, typename offset_t>
 struct Rows {

@@ -82,18 +82,31 @@ at::Tensor scatter(const at::Tensor& src, const at::Tensor& index, int64_t dim =
 // All differentiable in src, but for their out= forms.
 // (values, arg) of the min and max forms.
 using ValuesAndArg = std::tuple<at::Tensor, at::Tensor>;
-#define TORCHPLUG_SEGMENT_DECLARE(name, Result)                                                 \
-  Result segment_##name##_csr(const at::Tensor& src, const at::Tensor& indptr,                  \
-                              const std::optional<at::Tensor>& out = std::nullopt);             \
-  Result segment_##name##_coo(const at::Tensor& src, const at::Tensor& index,                   \
-                              const std::optional<at::Tensor>& out = std::nullopt,              \
-                              std::optional<int64_t> dim_size = std::nullopt);
-TORCHPLUG_SEGMENT_DECLARE(sum, at::Tensor)
-TORCHPLUG_SEGMENT_DECLARE(mean, at::Tensor)
-TORCHPLUG_SEGMENT_DECLARE(mul, at::Tensor)
-TORCHPLUG_SEGMENT_DECLARE(min, ValuesAndArg)
-TORCHPLUG_SEGMENT_DECLARE(max, ValuesAndArg)
-#undef TORCHPLUG_SEGMENT_DECLARE
+at::Tensor segment_sum_csr(const at::Tensor& src, const at::Tensor& indptr,
+                           const std::optional<at::Tensor>& out = std::nullopt);
+at::Tensor segment_sum_coo(const at::Tensor& src, const at::Tensor& index,
+                           const std::optional<at::Tensor>& out = std::nullopt,
+                           std::optional<int64_t> dim_size = std::nullopt);
+at::Tensor segment_mean_csr(const at::Tensor& src, const at::Tensor& indptr,
+                           const std::optional<at::Tensor>& out = std::nullopt);
+at::Tensor segment_mean_coo(const at::Tensor& src, const at::Tensor& index,
+                           const std::optional<at::Tensor>& out = std::nullopt,
+                           std::optional<int64_t> dim_size = std::nullopt);
+at::Tensor segment_mul_csr(const at::Tensor& src, const at::Tensor& indptr,
+                           const std::optional<at::Tensor>& out = std::nullopt);
+at::Tensor segment_mul_coo(const at::Tensor& src, const at::Tensor& index,
+                           const std::optional<at::Tensor>& out = std::nullopt,
+                           std::optional<int64_t> dim_size = std::nullopt);
+ValuesAndArg segment_min_csr(const at::Tensor& src, const at::Tensor& indptr,
+                             const std::optional<at::Tensor>& out = std::nullopt);
+ValuesAndArg segment_min_coo(const at::Tensor& src, const at::Tensor& index,
+                             const std::optional<at::Tensor>& out = std::nullopt,
+                             std::optional<int64_t> dim_size = std::nullopt);
+ValuesAndArg segment_max_csr(const at::Tensor& src, const at::Tensor& indptr,
+                             const std::optional<at::Tensor>& out = std::nullopt);
+ValuesAndArg segment_max_coo(const at::Tensor& src, const at::Tensor& index,
+                             const std::optional<at::Tensor>& out = std::nullopt,
+                             std::optional<int64_t> dim_size = std::nullopt);
 
 // Any of them by name, as scatter(); min and max give their values only.
 at::Tensor segment_csr(const at::Tensor& src, const at::Tensor& indptr,
@@ -103,8 +116,11 @@ at::Tensor segment_coo(const at::Tensor& src, const at::Tensor& index,
                        const std::optional<at::Tensor>& out = std::nullopt,
                        std::optional<int64_t> dim_size = std::nullopt, std::string_view reduce = "sum");
 
+// dim_size: the positions of out along dim when out is not given (indptr's
+// last value by default; required under torch.compile's fake tensors).
 at::Tensor gather_csr(const at::Tensor& src, const at::Tensor& indptr,
-                      const std::optional<at::Tensor>& out = std::nullopt);
+                      const std::optional<at::Tensor>& out = std::nullopt,
+                      std::optional<int64_t> dim_size = std::nullopt);
 at::Tensor gather_coo(const at::Tensor& src, const at::Tensor& index,
                       const std::optional<at::Tensor>& out = std::nullopt);
 

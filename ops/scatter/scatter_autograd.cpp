@@ -55,7 +55,7 @@ using torch::autograd::variable_list;
 template <typename Policy>
 void save(AutogradContext* ctx, const at::Tensor& src, const at::Tensor& index, int64_t dim,
           const at::Tensor& out, const at::Tensor& arg) {
-  dim = core::normalize_dim(kOpName<Policy>, dim, src.dim());
+  dim = core::normalize_dim(kScatter.of<Policy>().name().c_str(), dim, src.dim());
   ctx->save_for_backward({index, Policy::kReduce == core::Reduce::kMul ? src : at::Tensor(), arg});
   ctx->saved_data["dim"] = dim;
   ctx->saved_data["src_sizes"] = src.sym_sizes();
@@ -137,7 +137,7 @@ at::Tensor scatter_to_arg(const Saved& s, const at::Tensor& grad, const at::Tens
 // the slot's only zero, times the other zero (0, but not to autograd) when
 // there are two, 0 when more.
 at::Tensor mul_src_grad(const Saved& s, const at::Tensor& grad_times_base) {
-  const char* op = kOpName<MulPolicy>;
+  const char* op = kScatter.of<MulPolicy>().name().c_str();
   const auto& like = grad_times_base;
   const auto zero = s.src.eq(0);
   const auto at_slot = [&](const at::Tensor& slots) { return gather_slots(op, s, slots); };
@@ -155,7 +155,7 @@ at::Tensor mul_src_grad(const Saved& s, const at::Tensor& grad_times_base) {
 // forms; s.base holds them for mul).
 template <typename Policy>
 std::pair<at::Tensor, at::Tensor> gradients(const Saved& s, const at::Tensor& grad) {
-  constexpr const char* op = kOpName<Policy>;
+  const char* op = kScatter.of<Policy>().name().c_str();
   if constexpr (Policy::kReduce == core::Reduce::kSum) {
     return {gather_slots(op, s, grad), grad};
   } else if constexpr (Policy::kReduce == core::Reduce::kMean) {
@@ -261,7 +261,8 @@ class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFu
 
 template <typename Policy, typename Op = ScatterOp<Policy>>
 Result<Policy> scatter_autograd(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                                std::optional<c10::SymInt> dim_size, const char* op = kOpName<Policy>) {
+                                std::optional<c10::SymInt> dim_size,
+                                const char* op = kScatter.of<Policy>().name().c_str()) {
   core::check_autograd_support(op, {TORCHPLUG_ARG(src)});
   if (!core::records_grad(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
@@ -284,7 +285,7 @@ void check_writable(const char* op, const at::Tensor& out) {
 template <typename Policy, typename Op = ScatterOp<Policy>>
 InplaceResult<Policy> scatter_inplace_autograd(const at::Tensor& out, const at::Tensor& src,
                                                const at::Tensor& index, int64_t dim,
-                                               const char* op = kOpName<Policy>) {
+                                               const char* op = kScatter.of<Policy>().name().c_str()) {
   check_writable(op, out);
   core::check_autograd_support(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src)});
   if (!core::records_grad(out, src)) {
@@ -399,7 +400,7 @@ class GatherCsrFunction : public torch::autograd::Function<GatherCsrFunction> {
 
 template <typename Policy>
 Result<Policy> segment_csr_autograd(const at::Tensor& src, const at::Tensor& indptr) {
-  core::check_autograd_support(kSegmentCsrName<Policy>, {TORCHPLUG_ARG(src)});
+  core::check_autograd_support(kSegmentCsr.of<Policy>().name().c_str(), {TORCHPLUG_ARG(src)});
   if (!core::records_grad(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return call_segment_csr<Policy>(src, indptr);
@@ -416,12 +417,10 @@ Result<Policy> segment_csr_autograd(const at::Tensor& src, const at::Tensor& ind
 // are not differentiable, as PyTorch's out= variants are not: refused when
 // autograd would record, else run below autograd with out's version bumped.
 template <typename Return>
-Return write_out(const char* name, const at::Tensor& out, const at::Tensor& src, const at::Tensor& positions) {
-  TORCH_CHECK(!core::records_grad(out, src), name,
+Return write_out(const core::OpDef& def, const at::Tensor& out, const at::Tensor& src, const at::Tensor& positions) {
+  TORCH_CHECK(!core::records_grad(out, src), def.name(),
               ": the out= form does not support automatic differentiation; call it without out=");
-  const auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow(name, "")
-                       .typed<Return(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  const auto op = core::find_op<Return(const at::Tensor&, const at::Tensor&, const at::Tensor&)>(def);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   if constexpr (std::is_void_v<Return>) {
     op.call(out, src, positions);
@@ -438,53 +437,52 @@ Return write_out(const char* name, const at::Tensor& out, const at::Tensor& src,
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   using namespace torchplug::scatter_detail;
-#define TORCHPLUG_AUTOGRAD(name, Policy)                                                             \
-  m.impl("scatter_" #name, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,          \
-                              std::optional<c10::SymInt> dim_size) {                                 \
-    return scatter_autograd<Policy>(src, index, dim, std::move(dim_size));                           \
-  });                                                                                                 \
-  m.impl("scatter_" #name "_", [](const at::Tensor& out, const at::Tensor& src,                      \
-                                  const at::Tensor& index, int64_t dim) {                            \
-    return scatter_inplace_autograd<Policy>(out, src, index, dim);                                    \
-  });                                                                                                 \
-  m.impl("segment_" #name "_coo", [](const at::Tensor& src, const at::Tensor& index,                 \
-                                     std::optional<c10::SymInt> dim_size) {                          \
-    return scatter_autograd<Policy, SegmentCooOp<Policy>>(src, index, index.dim() - 1,               \
-                                                          std::move(dim_size), kSegmentCooName<Policy>); \
-  });                                                                                                 \
-  m.impl("segment_" #name "_coo_", [](const at::Tensor& out, const at::Tensor& src,                  \
-                                      const at::Tensor& index) {                                     \
-    return scatter_inplace_autograd<Policy, SegmentCooOp<Policy>>(out, src, index, index.dim() - 1,  \
-                                                                  kSegmentCooName<Policy>);          \
-  });                                                                                                 \
-  m.impl("segment_" #name "_csr", &segment_csr_autograd<Policy>);                                    \
-  m.impl("segment_" #name "_csr_", [](const at::Tensor& out, const at::Tensor& src,                  \
-                                      const at::Tensor& indptr) {                                    \
-    return write_out<InplaceResult<Policy>>("torchplug::segment_" #name "_csr_", out, src, indptr);  \
+  torchplug::core::AllReductionOps::for_each([&](auto policy) {
+    using Policy = decltype(policy);
+    m.impl(kScatter.of<Policy>(), [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                                     std::optional<c10::SymInt> dim_size) {
+      return scatter_autograd<Policy>(src, index, dim, std::move(dim_size));
+    });
+    m.impl(kScatterInplace.of<Policy>(), [](const at::Tensor& out, const at::Tensor& src,
+                                            const at::Tensor& index, int64_t dim) {
+      return scatter_inplace_autograd<Policy>(out, src, index, dim);
+    });
+    m.impl(kSegmentCoo.of<Policy>(), [](const at::Tensor& src, const at::Tensor& index,
+                                        std::optional<c10::SymInt> dim_size) {
+      return scatter_autograd<Policy, SegmentCooOp<Policy>>(src, index, index.dim() - 1, std::move(dim_size),
+                                                            kSegmentCoo.of<Policy>().name().c_str());
+    });
+    m.impl(kSegmentCooInplace.of<Policy>(), [](const at::Tensor& out, const at::Tensor& src,
+                                               const at::Tensor& index) {
+      return scatter_inplace_autograd<Policy, SegmentCooOp<Policy>>(
+          out, src, index, index.dim() - 1, kSegmentCoo.of<Policy>().name().c_str());
+    });
+    m.impl(kSegmentCsr.of<Policy>(), &segment_csr_autograd<Policy>);
+    m.impl(kSegmentCsrInplace.of<Policy>(), [](const at::Tensor& out, const at::Tensor& src,
+                                               const at::Tensor& indptr) {
+      return write_out<InplaceResult<Policy>>(kSegmentCsrInplace.of<Policy>(), out, src, indptr);
+    });
   });
-  TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_AUTOGRAD)
-#undef TORCHPLUG_AUTOGRAD
-  m.impl("gather_coo", [](const at::Tensor& src, const at::Tensor& index) {
-    torchplug::core::check_autograd_support("torchplug::gather_coo", {TORCHPLUG_ARG(src)});
+  m.impl(kGatherCoo, [](const at::Tensor& src, const at::Tensor& index) {
+    torchplug::core::check_autograd_support(kGatherCoo.name().c_str(), {TORCHPLUG_ARG(src)});
     if (!torchplug::core::records_grad(src)) {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       return call_gather_coo(src, index);
     }
     return GatherCooFunction::apply(src, index)[0];
   });
-  m.impl("gather_csr", [](const at::Tensor& src, const at::Tensor& indptr,
-                          std::optional<c10::SymInt> dim_size) {
-    torchplug::core::check_autograd_support("torchplug::gather_csr", {TORCHPLUG_ARG(src)});
+  m.impl(kGatherCsr, [](const at::Tensor& src, const at::Tensor& indptr, std::optional<c10::SymInt> dim_size) {
+    torchplug::core::check_autograd_support(kGatherCsr.name().c_str(), {TORCHPLUG_ARG(src)});
     if (!torchplug::core::records_grad(src)) {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       return call_gather_csr(src, indptr, std::move(dim_size));
     }
     return GatherCsrFunction::apply(src, indptr, std::move(dim_size))[0];
   });
-  m.impl("gather_csr_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
-    write_out<void>("torchplug::gather_csr_", out, src, indptr);
+  m.impl(kGatherCsrInplace, [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
+    write_out<void>(kGatherCsrInplace, out, src, indptr);
   });
-  m.impl("gather_coo_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index) {
-    write_out<void>("torchplug::gather_coo_", out, src, index);
+  m.impl(kGatherCooInplace, [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index) {
+    write_out<void>(kGatherCooInplace, out, src, index);
   });
 }

@@ -1,5 +1,6 @@
-// The scatter family's CUDA entry points. The kernels, one translation unit
-// per reduction, are in scatter_cuda.cuh and cuda/.
+// The scatter family's CUDA entry points. The kernels are the reduction
+// layer's (core/reduce/cuda/strategy.cuh), one translation unit per reduction
+// in cuda/.
 
 #include "scatter_kernel.h"
 #include "torchplug/core/checks.h"
@@ -17,26 +18,28 @@ namespace {
 template <typename Policy>
 Result<Policy> scatter_cuda(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                             std::optional<c10::SymInt> dim_size) {
-  constexpr const char* op = kOpName<Policy>;
+  const auto& def = kScatter.of<Policy>();
+  const char* op = def.name().c_str();
   core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
   std::optional<int64_t> size;
   if (dim_size) size = dim_size->expect_int();
   TORCHPLUG_CHECK_CUDA(op, src);
   const c10::cuda::CUDAGuard guard(src.device());
-  const auto problem = plan<Policy>(src, index, dim, size);
-  scatter_kernel_cuda<Policy>(problem);
+  const auto problem = core::plan<Policy>(def, src, index, dim, size);
+  core::scatter_kernel_cuda<Policy>(problem);
   return results<Policy>(problem);
 }
 
 template <typename Policy>
 InplaceResult<Policy> scatter_inplace_cuda(const at::Tensor& out, const at::Tensor& src,
                                            const at::Tensor& index, int64_t dim) {
-  constexpr const char* op = kOpName<Policy>;
+  const auto& def = kScatter.of<Policy>();
+  const char* op = def.name().c_str();
   core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
   TORCHPLUG_CHECK_CUDA(op, src);
   const c10::cuda::CUDAGuard guard(src.device());
-  const auto problem = plan_inplace<Policy>(out, src, index, dim);
-  scatter_kernel_cuda<Policy>(problem);
+  const auto problem = core::plan_inplace<Policy>(def, out, src, index, dim);
+  core::scatter_kernel_cuda<Policy>(problem);
   finish_inplace(problem, out);
   if constexpr (Policy::kHasArg) return problem.arg;
 }
@@ -46,9 +49,9 @@ InplaceResult<Policy> scatter_inplace_cuda(const at::Tensor& out, const at::Tens
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, CUDA, m) {
   using namespace torchplug::scatter_detail;
-#define TORCHPLUG_CUDA(name, Policy)                              \
-  m.impl("scatter_" #name, &scatter_cuda<Policy>);               \
-  m.impl("scatter_" #name "_", &scatter_inplace_cuda<Policy>);
-  TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_CUDA)
-#undef TORCHPLUG_CUDA
+  torchplug::core::AllReductionOps::for_each([&](auto policy) {
+    using Policy = decltype(policy);
+    m.impl(kScatter.of<Policy>(), &scatter_cuda<Policy>);
+    m.impl(kScatterInplace.of<Policy>(), &scatter_inplace_cuda<Policy>);
+  });
 }

@@ -36,9 +36,10 @@ namespace {
 
 // The reduced dim of an indptr or coo index against src: its last, with every
 // leading size src's or 1. Returns dim.
-int64_t check_positions(const char* op, const char* arg, const at::Tensor& src, const at::Tensor& t) {
+int64_t check_positions(const core::OpDef& def, const char* arg, const at::Tensor& src, const at::Tensor& t) {
+  const char* op = def.name().c_str();
   core::check_same_device(op, {{"src", &src}, {arg, &t}});
-  core::check_dtype_in(op, "src", src, kDtypes);
+  def.check_dtypes({TORCHPLUG_ARG(src)});
   core::check_index_dtype(op, arg, t);
   TORCH_CHECK(t.dim() >= 1, op, ": argument '", arg, "' must have at least one dimension");
   TORCH_CHECK(t.dim() <= src.dim(), op, ": argument '", arg, "' has ", t.dim(),
@@ -117,10 +118,6 @@ void check_indptr(const char* op, const at::Tensor& indptr, int64_t positions) {
                     ", past the ", positions, " positions of src along dim");
 }
 
-c10::OperatorHandle find_op(const std::string& name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "");
-}
-
 }  // namespace
 
 void check_sorted(const char* op, const at::Tensor& index) {
@@ -140,11 +137,11 @@ at::Tensor rows_of_positions(const at::Tensor& expanded_indptr, int64_t E) {
   return outer == 1 ? rows.view({E}) : rows;
 }
 
-template <typename Policy>
-SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
-  constexpr const char* op = kSegmentCsrName<Policy>;
+SegmentCsr plan_segment_csr(const core::OpDef& def, const at::Tensor& src, const at::Tensor& indptr,
+                            bool with_arg) {
+  const char* op = def.name().c_str();
   SegmentCsr s;
-  s.dim = check_positions(op, "indptr", src, indptr);
+  s.dim = check_positions(def, "indptr", src, indptr);
   const auto split = core::split_at(src.sizes(), s.dim);
   s.outer = split.outer;
   s.E = split.size;
@@ -155,12 +152,12 @@ SegmentCsr plan_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
   s.indptr = shared_positions(indptr, src, s.dim);
   if (!s.indptr.defined()) s.expanded_indptr = expand_indptr(indptr, src, s.dim);
   s.out = at::empty(core::sizes_with(src.sizes(), s.dim, s.N), src.options());
-  s.arg = empty_arg<Policy>(s.out);
+  if (with_arg) s.arg = at::empty(s.out.sizes(), s.out.options().dtype(at::kLong));
   return s;
 }
 
-template <typename Policy>
 void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProblem&)) {
+  const bool with_arg = s.arg.defined();
   ScatterProblem p;
   p.src = s.src;
   const at::Tensor rows = rows_of_positions(s.expanded_indptr, s.E);
@@ -172,15 +169,15 @@ void segment_csr_by_rows(const SegmentCsr& s, void (*kernel)(const ScatterProble
   p.inner = s.inner;
   p.N = s.N + 1;
   p.out = at::empty({s.outer, s.N + 1, s.inner}, s.out.options());
-  if (Policy::kHasArg) p.arg = at::empty(p.out.sizes(), s.arg.options());
+  if (with_arg) p.arg = at::empty(p.out.sizes(), s.arg.options());
   kernel(p);
   s.out.view({s.outer, s.N, s.inner}).copy_(p.out.narrow(1, 0, s.N));
-  if (Policy::kHasArg) s.arg.view({s.outer, s.N, s.inner}).copy_(p.arg.narrow(1, 0, s.N));
+  if (with_arg) s.arg.view({s.outer, s.N, s.inner}).copy_(p.arg.narrow(1, 0, s.N));
 }
 
 GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index) {
-  constexpr const char* op = "torchplug::gather_coo";
-  const int64_t dim = check_positions(op, "index", src, index);
+  const char* op = kGatherCoo.name().c_str();
+  const int64_t dim = check_positions(kGatherCoo, "index", src, index);
   GatherProblem g = gather_problem(src, dim, index.size(-1));
   g.index = shared_positions(index, src, dim);
   g.index_per_outer = !g.index.defined();
@@ -194,8 +191,8 @@ GatherProblem plan_gather_coo(const at::Tensor& src, const at::Tensor& index) {
 
 GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
                               std::optional<int64_t> dim_size) {
-  constexpr const char* op = "torchplug::gather_csr";
-  const int64_t dim = check_positions(op, "indptr", src, indptr);
+  const char* op = kGatherCsr.name().c_str();
+  const int64_t dim = check_positions(kGatherCsr, "indptr", src, indptr);
   const int64_t segments = segment_count(indptr).expect_int();
   TORCH_CHECK(src.size(dim) == segments, op, ": src has ", src.size(dim), " slices along dim ", dim,
               " but indptr ", segments, " segments");
@@ -214,54 +211,6 @@ GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
   return g;
 }
 
-template <typename Policy>
-Result<Policy> call_segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
-  static auto op = find_op(std::string(kSegmentCsrName<Policy>))
-                       .template typed<Result<Policy>(const at::Tensor&, const at::Tensor&)>();
-  return op.call(src, indptr);
-}
-
-template <typename Policy>
-Result<Policy> call_segment_coo(const at::Tensor& src, const at::Tensor& index,
-                                std::optional<c10::SymInt> dim_size) {
-  static auto op = find_op(std::string(kSegmentCooName<Policy>))
-                       .template typed<Result<Policy>(const at::Tensor&, const at::Tensor&,
-                                                      std::optional<c10::SymInt>)>();
-  return op.call(src, index, std::move(dim_size));
-}
-
-template <typename Policy>
-InplaceResult<Policy> call_segment_coo_(const at::Tensor& out, const at::Tensor& src,
-                                        const at::Tensor& index) {
-  static auto op = find_op(std::string(kSegmentCooName<Policy>) + "_")
-                       .template typed<InplaceResult<Policy>(const at::Tensor&, const at::Tensor&,
-                                                             const at::Tensor&)>();
-  return op.call(out, src, index);
-}
-
-at::Tensor call_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
-                           std::optional<c10::SymInt> dim_size) {
-  static auto op = find_op("torchplug::gather_csr")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, std::optional<c10::SymInt>)>();
-  return op.call(src, indptr, std::move(dim_size));
-}
-
-at::Tensor call_gather_coo(const at::Tensor& src, const at::Tensor& index) {
-  static auto op =
-      find_op("torchplug::gather_coo").typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-  return op.call(src, index);
-}
-
-#define TORCHPLUG_INSTANTIATE(name, Policy)                                                         \
-  template SegmentCsr plan_segment_csr<Policy>(const at::Tensor&, const at::Tensor&);               \
-  template void segment_csr_by_rows<Policy>(const SegmentCsr&, void (*)(const ScatterProblem&));     \
-  template Result<Policy> call_segment_csr<Policy>(const at::Tensor&, const at::Tensor&);           \
-  template Result<Policy> call_segment_coo<Policy>(const at::Tensor&, const at::Tensor&,            \
-                                                   std::optional<c10::SymInt>);                     \
-  template InplaceResult<Policy> call_segment_coo_<Policy>(const at::Tensor&, const at::Tensor&,    \
-                                                           const at::Tensor&);
-TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_INSTANTIATE)
-#undef TORCHPLUG_INSTANTIATE
 
 namespace {
 
@@ -269,8 +218,7 @@ namespace {
 
 template <typename Policy>
 Result<Policy> segment_csr_meta(const at::Tensor& src, const at::Tensor& indptr) {
-  constexpr const char* op = kSegmentCsrName<Policy>;
-  const int64_t dim = check_positions(op, "indptr", src, indptr);
+  const int64_t dim = check_positions(kSegmentCsr.of<Policy>(), "indptr", src, indptr);
   auto sizes = src.sym_sizes().vec();
   sizes[dim] = segment_count(indptr);
   return meta_results<Policy>(sizes, src.options());
@@ -279,17 +227,16 @@ Result<Policy> segment_csr_meta(const at::Tensor& src, const at::Tensor& indptr)
 template <typename Policy>
 InplaceResult<Policy> segment_csr_inplace_meta(const at::Tensor& out, const at::Tensor& src,
                                                const at::Tensor& indptr) {
-  constexpr const char* op = kSegmentCsrName<Policy>;
+  const auto& op = kSegmentCsr.of<Policy>();
   const int64_t dim = check_positions(op, "indptr", src, indptr);
-  check_out_shape(op, out, src, dim, segment_count(indptr));
+  check_out_shape(op.name().c_str(), out, src, dim, segment_count(indptr));
   if constexpr (Policy::kHasArg) return at::empty_symint(out.sym_sizes(), out.options().dtype(at::kLong));
 }
 
 at::Tensor gather_csr_meta(const at::Tensor& src, const at::Tensor& indptr,
                            std::optional<c10::SymInt> dim_size) {
-  constexpr const char* op = "torchplug::gather_csr";
-  const int64_t dim = check_positions(op, "indptr", src, indptr);
-  TORCH_CHECK(dim_size.has_value(), op,
+  const int64_t dim = check_positions(kGatherCsr, "indptr", src, indptr);
+  TORCH_CHECK(dim_size.has_value(), kGatherCsr.name(),
               ": argument 'dim_size' is required on meta and fake tensors, where the output "
               "size cannot be read off indptr");
   auto sizes = src.sym_sizes().vec();
@@ -298,16 +245,16 @@ at::Tensor gather_csr_meta(const at::Tensor& src, const at::Tensor& indptr,
 }
 
 at::Tensor gather_coo_meta(const at::Tensor& src, const at::Tensor& index) {
-  const int64_t dim = check_positions("torchplug::gather_coo", "index", src, index);
+  const int64_t dim = check_positions(kGatherCoo, "index", src, index);
   auto sizes = src.sym_sizes().vec();
   sizes[dim] = index.sym_size(-1);
   return at::empty_symint(sizes, src.options());
 }
 
-void gather_inplace_meta(const char* op, const char* arg, const at::Tensor& out, const at::Tensor& src,
+void gather_inplace_meta(const core::OpDef& op, const char* arg, const at::Tensor& out, const at::Tensor& src,
                          const at::Tensor& positions) {
   const int64_t dim = check_positions(op, arg, src, positions);
-  check_out_shape(op, out, src, dim, out.sym_size(dim));
+  check_out_shape(op.name().c_str(), out, src, dim, out.sym_size(dim));
 }
 
 }  // namespace
@@ -322,10 +269,9 @@ scatter_detail::Result<Policy> segment_csr_api(const at::Tensor& src, const at::
                                                const std::optional<at::Tensor>& out) {
   using namespace scatter_detail;
   if (!out) return call_segment_csr<Policy>(src, indptr);
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow((std::string(kSegmentCsrName<Policy>) + "_").c_str(), "")
-                       .template typed<InplaceResult<Policy>(const at::Tensor&, const at::Tensor&,
-                                                             const at::Tensor&)>();
+  static const auto op =
+      core::find_op<InplaceResult<Policy>(const at::Tensor&, const at::Tensor&, const at::Tensor&)>(
+          kSegmentCsrInplace.of<Policy>());
   if constexpr (Policy::kHasArg) {
     return {*out, op.call(*out, src, indptr)};
   } else {
@@ -346,7 +292,7 @@ scatter_detail::Result<Policy> segment_coo_api(const at::Tensor& src, const at::
   }
   const int64_t d = index.dim() - 1;
   if (dim_size && d >= 0 && out->dim() > d) {
-    TORCH_CHECK(*dim_size == out->size(d), kSegmentCooName<Policy>, ": argument 'dim_size' (",
+    TORCH_CHECK(*dim_size == out->size(d), kSegmentCoo.of<Policy>().name(), ": argument 'dim_size' (",
                 *dim_size, ") disagrees with out.size(", d, ") (", out->size(d), ")");
   }
   if constexpr (Policy::kHasArg) {
@@ -357,125 +303,139 @@ scatter_detail::Result<Policy> segment_coo_api(const at::Tensor& src, const at::
   }
 }
 
-void call_gather_inplace(const char* name, const at::Tensor& out, const at::Tensor& src,
+void call_gather_inplace(const core::OpDef& def, const at::Tensor& out, const at::Tensor& src,
                          const at::Tensor& positions) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<void(
-      const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
-  op.call(out, src, positions);
+  core::find_op<void(const at::Tensor&, const at::Tensor&, const at::Tensor&)>(def).call(out, src, positions);
+}
+
+// The first output: the values of min and max, without their arg.
+template <typename Policy>
+at::Tensor values(scatter_detail::Result<Policy> result) {
+  if constexpr (Policy::kHasArg) {
+    return std::get<0>(result);
+  } else {
+    return result;
+  }
 }
 
 }  // namespace
 
-#define TORCHPLUG_SEGMENT_API(name, Policy)                                                        \
-  scatter_detail::Result<Policy> segment_##name##_csr(const at::Tensor& src,                       \
-                                                      const at::Tensor& indptr,                    \
-                                                      const std::optional<at::Tensor>& out) {      \
-    return segment_csr_api<Policy>(src, indptr, out);                                              \
-  }                                                                                                \
-  scatter_detail::Result<Policy> segment_##name##_coo(                                             \
-      const at::Tensor& src, const at::Tensor& index, const std::optional<at::Tensor>& out,        \
-      std::optional<int64_t> dim_size) {                                                           \
-    return segment_coo_api<Policy>(src, index, out, dim_size);                                     \
-  }
-TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_SEGMENT_API)
-#undef TORCHPLUG_SEGMENT_API
+using core::MaxPolicy;
+using core::MeanPolicy;
+using core::MinPolicy;
+using core::MulPolicy;
+using core::SumPolicy;
+
+at::Tensor segment_sum_csr(const at::Tensor& src, const at::Tensor& indptr, const std::optional<at::Tensor>& out) {
+  return segment_csr_api<SumPolicy>(src, indptr, out);
+}
+at::Tensor segment_mean_csr(const at::Tensor& src, const at::Tensor& indptr, const std::optional<at::Tensor>& out) {
+  return segment_csr_api<MeanPolicy>(src, indptr, out);
+}
+at::Tensor segment_mul_csr(const at::Tensor& src, const at::Tensor& indptr, const std::optional<at::Tensor>& out) {
+  return segment_csr_api<MulPolicy>(src, indptr, out);
+}
+std::tuple<at::Tensor, at::Tensor> segment_min_csr(const at::Tensor& src, const at::Tensor& indptr,
+                                                   const std::optional<at::Tensor>& out) {
+  return segment_csr_api<MinPolicy>(src, indptr, out);
+}
+std::tuple<at::Tensor, at::Tensor> segment_max_csr(const at::Tensor& src, const at::Tensor& indptr,
+                                                   const std::optional<at::Tensor>& out) {
+  return segment_csr_api<MaxPolicy>(src, indptr, out);
+}
+
+at::Tensor segment_sum_coo(const at::Tensor& src, const at::Tensor& index, const std::optional<at::Tensor>& out,
+                           std::optional<int64_t> dim_size) {
+  return segment_coo_api<SumPolicy>(src, index, out, dim_size);
+}
+at::Tensor segment_mean_coo(const at::Tensor& src, const at::Tensor& index, const std::optional<at::Tensor>& out,
+                            std::optional<int64_t> dim_size) {
+  return segment_coo_api<MeanPolicy>(src, index, out, dim_size);
+}
+at::Tensor segment_mul_coo(const at::Tensor& src, const at::Tensor& index, const std::optional<at::Tensor>& out,
+                           std::optional<int64_t> dim_size) {
+  return segment_coo_api<MulPolicy>(src, index, out, dim_size);
+}
+std::tuple<at::Tensor, at::Tensor> segment_min_coo(const at::Tensor& src, const at::Tensor& index,
+                                                   const std::optional<at::Tensor>& out,
+                                                   std::optional<int64_t> dim_size) {
+  return segment_coo_api<MinPolicy>(src, index, out, dim_size);
+}
+std::tuple<at::Tensor, at::Tensor> segment_max_coo(const at::Tensor& src, const at::Tensor& index,
+                                                   const std::optional<at::Tensor>& out,
+                                                   std::optional<int64_t> dim_size) {
+  return segment_coo_api<MaxPolicy>(src, index, out, dim_size);
+}
 
 at::Tensor segment_csr(const at::Tensor& src, const at::Tensor& indptr,
                        const std::optional<at::Tensor>& out, std::string_view reduce) {
-  if (reduce == "sum" || reduce == "add") return segment_sum_csr(src, indptr, out);
-  if (reduce == "mean") return segment_mean_csr(src, indptr, out);
-  if (reduce == "mul") return segment_mul_csr(src, indptr, out);
-  if (reduce == "min") return std::get<0>(segment_min_csr(src, indptr, out));
-  if (reduce == "max") return std::get<0>(segment_max_csr(src, indptr, out));
-  TORCH_CHECK_VALUE(false, "torchplug::segment_csr: argument 'reduce' must be one of 'sum', 'add', "
-                    "'mean', 'mul', 'min', 'max', got '", reduce, "'");
+  return core::AllReductionOps::visit("torchplug::segment_csr", reduce, [&](auto policy) {
+    return values<decltype(policy)>(segment_csr_api<decltype(policy)>(src, indptr, out));
+  });
 }
 
 at::Tensor segment_coo(const at::Tensor& src, const at::Tensor& index,
                        const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size,
                        std::string_view reduce) {
-  if (reduce == "sum" || reduce == "add") return segment_sum_coo(src, index, out, dim_size);
-  if (reduce == "mean") return segment_mean_coo(src, index, out, dim_size);
-  if (reduce == "mul") return segment_mul_coo(src, index, out, dim_size);
-  if (reduce == "min") return std::get<0>(segment_min_coo(src, index, out, dim_size));
-  if (reduce == "max") return std::get<0>(segment_max_coo(src, index, out, dim_size));
-  TORCH_CHECK_VALUE(false, "torchplug::segment_coo: argument 'reduce' must be one of 'sum', 'add', "
-                    "'mean', 'mul', 'min', 'max', got '", reduce, "'");
+  return core::AllReductionOps::visit("torchplug::segment_coo", reduce, [&](auto policy) {
+    return values<decltype(policy)>(segment_coo_api<decltype(policy)>(src, index, out, dim_size));
+  });
 }
 
 at::Tensor gather_csr(const at::Tensor& src, const at::Tensor& indptr,
-                      const std::optional<at::Tensor>& out) {
-  if (!out) return scatter_detail::call_gather_csr(src, indptr, std::nullopt);
-  call_gather_inplace("torchplug::gather_csr_", *out, src, indptr);
+                      const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size) {
+  if (!out) {
+    std::optional<c10::SymInt> size;
+    if (dim_size) size = c10::SymInt(*dim_size);
+    return scatter_detail::call_gather_csr(src, indptr, std::move(size));
+  }
+  const int64_t d = indptr.dim() - 1;
+  if (dim_size && d >= 0 && out->dim() > d) {
+    TORCH_CHECK(*dim_size == out->size(d), "torchplug::gather_csr: argument 'dim_size' (", *dim_size,
+                ") disagrees with out.size(", d, ") (", out->size(d), ")");
+  }
+  call_gather_inplace(scatter_detail::kGatherCsrInplace, *out, src, indptr);
   return *out;
 }
 
 at::Tensor gather_coo(const at::Tensor& src, const at::Tensor& index,
                       const std::optional<at::Tensor>& out) {
   if (!out) return scatter_detail::call_gather_coo(src, index);
-  call_gather_inplace("torchplug::gather_coo_", *out, src, index);
+  call_gather_inplace(scatter_detail::kGatherCooInplace, *out, src, index);
   return *out;
 }
 
 }  // namespace torchplug
 
-namespace {
-
-template <typename Policy>
-void define_segments(torchplug::core::Library& m, const std::string& name) {
-  const std::vector<c10::ScalarType> dtypes(torchplug::scatter_detail::kDtypes);
-  const std::string returns = Policy::kHasArg ? "(Tensor, Tensor)" : "Tensor";
-  const std::string inplace_returns = Policy::kHasArg ? "Tensor" : "()";
-  const std::string csr = "segment_" + name + "_csr";
-  const std::string coo = "segment_" + name + "_coo";
-  m.define({csr + "(Tensor src, Tensor indptr) -> " + returns, dtypes,
-            "Reduces (" + name + ") each segment indptr[i] .. indptr[i + 1] of src along indptr.dim() - 1."});
-  m.define({csr + "_(Tensor(a!) out, Tensor src, Tensor indptr) -> " + inplace_returns,
-            dtypes, "segment_" + name + "_csr written into out."});
-  m.define({coo + "(Tensor src, Tensor index, SymInt? dim_size=None) -> " + returns, dtypes,
-            "Reduces (" + name + ") the runs of a sorted index along index.dim() - 1."});
-  m.define({coo + "_(Tensor(a!) out, Tensor src, Tensor index) -> " + inplace_returns,
-            dtypes, "In-place segment_" + name + "_coo: reduces into out, whose values take part."});
-}
-
-}  // namespace
-
 TORCHPLUG_LIBRARY(torchplug, m) {
-  const std::vector<c10::ScalarType> dtypes(torchplug::scatter_detail::kDtypes);
-#define TORCHPLUG_DEFINE(name, Policy) define_segments<Policy>(m, #name);
-  TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_DEFINE)
-#undef TORCHPLUG_DEFINE
-  m.define({"gather_csr(Tensor src, Tensor indptr, SymInt? dim_size=None) -> Tensor", dtypes,
-            "Copies slice i of src to positions indptr[i] .. indptr[i + 1] along indptr.dim() - 1."});
-  m.define({"gather_csr_(Tensor(a!) out, Tensor src, Tensor indptr) -> ()", dtypes,
-            "gather_csr written into out."});
-  m.define({"gather_coo(Tensor src, Tensor index) -> Tensor", dtypes,
-            "Copies slice index[j] of src to position j along index.dim() - 1."});
-  m.define({"gather_coo_(Tensor(a!) out, Tensor src, Tensor index) -> ()", dtypes,
-            "gather_coo written into out."});
+  using namespace torchplug::scatter_detail;
+  for (const auto* family : {&kSegmentCsr, &kSegmentCsrInplace, &kSegmentCoo, &kSegmentCooInplace}) {
+    family->define_all(m);
+  }
+  for (const auto* def : {&kGatherCsr, &kGatherCsrInplace, &kGatherCoo, &kGatherCooInplace}) m.define(*def);
 }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
   using namespace torchplug::scatter_detail;
-#define TORCHPLUG_META(name, Policy)                                                               \
-  m.impl("segment_" #name "_csr", &segment_csr_meta<Policy>);                                     \
-  m.impl("segment_" #name "_csr_", &segment_csr_inplace_meta<Policy>);                            \
-  m.impl("segment_" #name "_coo", [](const at::Tensor& src, const at::Tensor& index,              \
-                                     std::optional<c10::SymInt> dim_size) {                       \
-    return meta<Policy>(kSegmentCooName<Policy>, src, index, index.dim() - 1, std::move(dim_size)); \
-  });                                                                                              \
-  m.impl("segment_" #name "_coo_", [](const at::Tensor& out, const at::Tensor& src,               \
-                                      const at::Tensor& index) {                                  \
-    return meta_inplace<Policy>(kSegmentCooName<Policy>, out, src, index, index.dim() - 1);        \
+  torchplug::core::AllReductionOps::for_each([&](auto policy) {
+    using Policy = decltype(policy);
+    m.impl(kSegmentCsr.of<Policy>(), &segment_csr_meta<Policy>);
+    m.impl(kSegmentCsrInplace.of<Policy>(), &segment_csr_inplace_meta<Policy>);
+    m.impl(kSegmentCoo.of<Policy>(), [](const at::Tensor& src, const at::Tensor& index,
+                                        std::optional<c10::SymInt> dim_size) {
+      return meta<Policy>(kSegmentCoo.of<Policy>(), src, index, index.dim() - 1, dim_size);
+    });
+    m.impl(kSegmentCooInplace.of<Policy>(), [](const at::Tensor& out, const at::Tensor& src,
+                                               const at::Tensor& index) {
+      return meta_inplace<Policy>(kSegmentCoo.of<Policy>(), out, src, index, index.dim() - 1);
+    });
   });
-  TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_META)
-#undef TORCHPLUG_META
-  m.impl("gather_csr", &gather_csr_meta);
-  m.impl("gather_coo", &gather_coo_meta);
-  m.impl("gather_csr_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
-    gather_inplace_meta("torchplug::gather_csr_", "indptr", out, src, indptr);
+  m.impl(kGatherCsr, &gather_csr_meta);
+  m.impl(kGatherCoo, &gather_coo_meta);
+  m.impl(kGatherCsrInplace, [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
+    gather_inplace_meta(kGatherCsrInplace, "indptr", out, src, indptr);
   });
-  m.impl("gather_coo_", [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index) {
-    gather_inplace_meta("torchplug::gather_coo_", "index", out, src, index);
+  m.impl(kGatherCooInplace, [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index) {
+    gather_inplace_meta(kGatherCooInplace, "index", out, src, index);
   });
 }

@@ -55,15 +55,15 @@ struct CpuKernels {
   static void check(const char* op, const at::Tensor& src) { TORCHPLUG_CHECK_CPU(op, src); }
   template <typename Policy>
   static void scatter(const ScatterProblem& p) {
-    scatter_kernel_cpu<Policy>(p);
+    core::scatter_kernel_cpu<Policy>(p);
   }
   template <typename Policy>
   static void segment_csr(const SegmentCsr& s) {
     if (!s.indptr.defined()) {
-      segment_csr_by_rows<Policy>(s, &scatter_kernel_cpu<Policy>);
+      segment_csr_by_rows(s, &core::scatter_kernel_cpu<Policy>);
       return;
     }
-    segment_kernel_cpu<Policy>(shared_indptr_problem(s), s.indptr);
+    core::segment_kernel_cpu<Policy>(shared_indptr_problem(s), s.indptr);
   }
   static void gather(const GatherProblem& g) { gather_kernel_cpu(g); }
 };

@@ -3,7 +3,7 @@
 // shared indptr to the plan directly (scatter_cuda.cuh), and reduces over each
 // position's row when the outer slices have indptrs of their own.
 
-#include "cuda/gather.cuh"
+#include "gather_cuda.cuh"
 #include "segment_entries.h"
 
 namespace torchplug::scatter_detail {
@@ -14,15 +14,15 @@ struct CudaKernels {
   static void check(const char* op, const at::Tensor& src) { TORCHPLUG_CHECK_CUDA(op, src); }
   template <typename Policy>
   static void scatter(const ScatterProblem& p) {
-    scatter_kernel_cuda<Policy>(p);
+    core::scatter_kernel_cuda<Policy>(p);
   }
   template <typename Policy>
   static void segment_csr(const SegmentCsr& s) {
     if (!s.indptr.defined()) {
-      segment_csr_by_rows<Policy>(s, &scatter_kernel_cuda<Policy>);
+      segment_csr_by_rows(s, &core::scatter_kernel_cuda<Policy>);
       return;
     }
-    segment_csr_kernel_cuda<Policy>(shared_indptr_problem(s), s.indptr);
+    core::segment_csr_kernel_cuda<Policy>(shared_indptr_problem(s), s.indptr);
   }
   static void gather(const GatherProblem& g) { launch_gather(g); }
 };

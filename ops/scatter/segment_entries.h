@@ -42,11 +42,12 @@ template <typename Kernels>
 struct SegmentEntries {
   template <typename Policy>
   static Result<Policy> segment_csr(const at::Tensor& src, const at::Tensor& indptr) {
-    constexpr const char* op = kSegmentCsrName<Policy>;
+    const auto& def = kSegmentCsr.of<Policy>();
+    const char* op = def.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
     Kernels::check(op, src);
     const c10::DeviceGuard guard(src.device());
-    const SegmentCsr s = plan_segment_csr<Policy>(src, indptr);
+    const SegmentCsr s = plan_segment_csr(def, src, indptr, Policy::kHasArg);
     Kernels::template segment_csr<Policy>(s);
     return results<Policy>(s.out, s.arg);
   }
@@ -55,12 +56,13 @@ struct SegmentEntries {
   template <typename Policy>
   static InplaceResult<Policy> segment_csr_(const at::Tensor& out, const at::Tensor& src,
                                             const at::Tensor& indptr) {
-    constexpr const char* op = kSegmentCsrName<Policy>;
+    const auto& def = kSegmentCsr.of<Policy>();
+    const char* op = def.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
     core::check_no_overlap(op, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
     Kernels::check(op, src);
     const c10::DeviceGuard guard(src.device());
-    const SegmentCsr s = plan_segment_csr<Policy>(src, indptr);
+    const SegmentCsr s = plan_segment_csr(def, src, indptr, Policy::kHasArg);
     core::check_same_dtype(op, TORCHPLUG_ARG(out), TORCHPLUG_ARG(src));
     TORCH_CHECK(out.sizes() == s.out.sizes(), op, ": argument 'out' of shape ", out.sizes(),
                 " does not match the expected ", s.out.sizes());
@@ -72,13 +74,14 @@ struct SegmentEntries {
   template <typename Policy>
   static Result<Policy> segment_coo(const at::Tensor& src, const at::Tensor& index,
                                     std::optional<c10::SymInt> dim_size) {
-    constexpr const char* op = kSegmentCooName<Policy>;
+    const auto& def = kSegmentCoo.of<Policy>();
+    const char* op = def.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
     Kernels::check(op, src);
     const c10::DeviceGuard guard(src.device());
     std::optional<int64_t> size;
     if (dim_size) size = dim_size->expect_int();
-    const auto problem = plan<Policy>(src, index, coo_dim(op, index), size, op);
+    const auto problem = core::plan<Policy>(def, src, index, coo_dim(op, index), size);
     check_sorted(op, index);
     Kernels::template scatter<Policy>(problem);
     return results<Policy>(problem);
@@ -87,11 +90,12 @@ struct SegmentEntries {
   template <typename Policy>
   static InplaceResult<Policy> segment_coo_(const at::Tensor& out, const at::Tensor& src,
                                             const at::Tensor& index) {
-    constexpr const char* op = kSegmentCooName<Policy>;
+    const auto& def = kSegmentCoo.of<Policy>();
+    const char* op = def.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
     Kernels::check(op, src);
     const c10::DeviceGuard guard(src.device());
-    const auto problem = plan_inplace<Policy>(out, src, index, coo_dim(op, index), op);
+    const auto problem = core::plan_inplace<Policy>(def, out, src, index, coo_dim(op, index));
     check_sorted(op, index);
     Kernels::template scatter<Policy>(problem);
     finish_inplace(problem, out);
@@ -100,7 +104,7 @@ struct SegmentEntries {
 
   static at::Tensor gather_csr(const at::Tensor& src, const at::Tensor& indptr,
                                std::optional<c10::SymInt> dim_size) {
-    constexpr const char* op = "torchplug::gather_csr";
+    const char* op = kGatherCsr.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
     Kernels::check(op, src);
     const c10::DeviceGuard guard(src.device());
@@ -112,7 +116,7 @@ struct SegmentEntries {
   }
 
   static at::Tensor gather_coo(const at::Tensor& src, const at::Tensor& index) {
-    constexpr const char* op = "torchplug::gather_coo";
+    const char* op = kGatherCoo.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
     Kernels::check(op, src);
     const c10::DeviceGuard guard(src.device());
@@ -130,7 +134,7 @@ struct SegmentEntries {
   }
 
   static void gather_csr_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
-    constexpr const char* op = "torchplug::gather_csr_";
+    const char* op = kGatherCsrInplace.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
     core::check_no_overlap(op, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(indptr)});
     const int64_t dim = std::max<int64_t>(indptr.dim() - 1, 0);
@@ -139,24 +143,24 @@ struct SegmentEntries {
   }
 
   static void gather_coo_(const at::Tensor& out, const at::Tensor& src, const at::Tensor& index) {
-    constexpr const char* op = "torchplug::gather_coo_";
+    const char* op = kGatherCooInplace.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(out), TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
     core::check_no_overlap(op, TORCHPLUG_ARG(out), {TORCHPLUG_ARG(src), TORCHPLUG_ARG(index)});
     gather_(op, out, gather_coo(src, index));
   }
 
   static void register_all(core::Library& m) {
-#define TORCHPLUG_SEGMENT_IMPL(name, Policy)                                   \
-  m.impl("segment_" #name "_csr", &segment_csr<Policy>);                      \
-  m.impl("segment_" #name "_csr_", &segment_csr_<Policy>);                    \
-  m.impl("segment_" #name "_coo", &segment_coo<Policy>);                      \
-  m.impl("segment_" #name "_coo_", &segment_coo_<Policy>);
-    TORCHPLUG_FOR_EACH_REDUCTION(TORCHPLUG_SEGMENT_IMPL)
-#undef TORCHPLUG_SEGMENT_IMPL
-    m.impl("gather_csr", &gather_csr);
-    m.impl("gather_csr_", &gather_csr_);
-    m.impl("gather_coo", &gather_coo);
-    m.impl("gather_coo_", &gather_coo_);
+    core::AllReductionOps::for_each([&](auto policy) {
+      using Policy = decltype(policy);
+      m.impl(kSegmentCsr.of<Policy>(), &segment_csr<Policy>);
+      m.impl(kSegmentCsrInplace.of<Policy>(), &segment_csr_<Policy>);
+      m.impl(kSegmentCoo.of<Policy>(), &segment_coo<Policy>);
+      m.impl(kSegmentCooInplace.of<Policy>(), &segment_coo_<Policy>);
+    });
+    m.impl(kGatherCsr, &gather_csr);
+    m.impl(kGatherCsrInplace, &gather_csr_);
+    m.impl(kGatherCoo, &gather_coo);
+    m.impl(kGatherCooInplace, &gather_coo_);
   }
 };
 

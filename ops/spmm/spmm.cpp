@@ -1,5 +1,5 @@
-// spmm: schemas, registry entries, C++ API, input checks, the planning shared
-// by the CPU and CUDA kernels, and the Meta kernels. One op per reduction,
+// spmm: definitions (schemas in spmm_schema.h), C++ API, input checks, the
+// planning shared by the CPU and CUDA kernels, and the Meta kernels. One op per reduction,
 // the transpose, and the per-edge products:
 //   spmm_<r>(Tensor rowptr, Tensor col, Tensor? value, Tensor x, Tensor? colptr=None, Tensor? row=None,
 //            Tensor? perm=None) -> Tensor   (min, max: (out, arg))
@@ -22,8 +22,6 @@
 namespace torchplug {
 namespace spmm_detail {
 namespace {
-
-const std::initializer_list<at::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble};
 
 void check_csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col) {
   core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col)});
@@ -96,7 +94,7 @@ void check_values(const char* op, const at::Tensor& rowptr, const at::Tensor& co
 
 void check_sddmm_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
                       const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  constexpr const char* op = kSddmmOp;
+  const char* op = kSddmm.name().c_str();
   core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
   check_csr(op, rowptr, col);
   core::check_dtype_in(op, "a", a, kDtypes);
@@ -109,17 +107,12 @@ void check_sddmm_args(const at::Tensor& rowptr, const at::Tensor& col, const at:
   check_transpose_shapes(op, col, b.sym_size(0), "b.size(0)", colptr, row, perm);
 }
 
-template <typename Policy>
-c10::OperatorHandle find_op() {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(kOpName<Policy>, "");
-}
-
 }  // namespace
 
 template <typename Policy>
 SpmmProblem plan(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value, const at::Tensor& x,
                  const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  constexpr const char* op = kOpName<Policy>;
+  const char* op = kSpmm.of<Policy>().name().c_str();
   check_args(op, rowptr, col, value, x, colptr, row, perm);
   SpmmProblem p;
   p.M = rowptr.size(0) - 1;
@@ -135,39 +128,30 @@ SpmmProblem plan(const at::Tensor& rowptr, const at::Tensor& col, const OptTenso
   auto sizes = x.sizes().vec();
   sizes[0] = p.M;
   p.out = at::empty(sizes, x.options());
-  p.arg = scatter_detail::empty_arg<Policy>(p.out);
+  p.arg = core::empty_arg<Policy>(p.out);
   return p;
 }
 
 template <typename Policy>
 Result<Policy> meta(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value, const at::Tensor& x,
                     const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  check_args(kOpName<Policy>, rowptr, col, value, x, colptr, row, perm);
+  check_args(kSpmm.of<Policy>().name().c_str(), rowptr, col, value, x, colptr, row, perm);
   auto sizes = x.sym_sizes().vec();
   sizes[0] = rowptr.sym_size(0) - 1;
-  return scatter_detail::meta_results<Policy>(sizes, x.options());
+  return core::meta_results<Policy>(sizes, x.options());
 }
 
-template <typename Policy>
-Result<Policy> call_spmm(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value,
-                         const at::Tensor& x, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  static auto op = find_op<Policy>().template typed<Result<Policy>(
-      const at::Tensor&, const at::Tensor&, const OptTensor&, const at::Tensor&, const OptTensor&,
-      const OptTensor&, const OptTensor&)>();
-  return op.call(rowptr, col, value, x, colptr, row, perm);
-}
-
-#define TORCHPLUG_INSTANTIATE(name, Policy)                                                                      \
-  template SpmmProblem plan<Policy>(const at::Tensor&, const at::Tensor&, const OptTensor&, const at::Tensor&,  \
-                                    const OptTensor&, const OptTensor&, const OptTensor&);                      \
-  template Result<Policy> call_spmm<Policy>(const at::Tensor&, const at::Tensor&, const OptTensor&,             \
-                                            const at::Tensor&, const OptTensor&, const OptTensor&,             \
-                                            const OptTensor&);
-TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_INSTANTIATE)
-#undef TORCHPLUG_INSTANTIATE
+template SpmmProblem plan<core::SumPolicy>(const at::Tensor&, const at::Tensor&, const OptTensor&,
+                                          const at::Tensor&, const OptTensor&, const OptTensor&, const OptTensor&);
+template SpmmProblem plan<core::MeanPolicy>(const at::Tensor&, const at::Tensor&, const OptTensor&,
+                                           const at::Tensor&, const OptTensor&, const OptTensor&, const OptTensor&);
+template SpmmProblem plan<core::MinPolicy>(const at::Tensor&, const at::Tensor&, const OptTensor&,
+                                          const at::Tensor&, const OptTensor&, const OptTensor&, const OptTensor&);
+template SpmmProblem plan<core::MaxPolicy>(const at::Tensor&, const at::Tensor&, const OptTensor&,
+                                          const at::Tensor&, const OptTensor&, const OptTensor&, const OptTensor&);
 
 TransposeProblem plan_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
-  constexpr const char* op = kTransposeOp;
+  const char* op = kSpmmTranspose.name().c_str();
   check_csr(op, rowptr, col);
   TORCH_CHECK(num_cols >= 0, op, ": argument 'num_cols' must be at least 0, got ", num_cols);
   TransposeProblem p;
@@ -185,7 +169,7 @@ TransposeProblem plan_transpose(const at::Tensor& rowptr, const at::Tensor& col,
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> meta_transpose(const at::Tensor& rowptr, const at::Tensor& col,
                                                               c10::SymInt num_cols) {
-  check_csr(kTransposeOp, rowptr, col);
+  check_csr(kSpmmTranspose.name().c_str(), rowptr, col);
   const auto nnz = col.sym_size(0);
   return {at::empty_symint({num_cols + 1}, col.options()), at::empty_symint({nnz}, col.options()),
           at::empty_symint({nnz}, col.options())};
@@ -193,10 +177,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> meta_transpose(const at::Tensor& 
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> call_transpose(const at::Tensor& rowptr, const at::Tensor& col,
                                                               c10::SymInt num_cols) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow(kTransposeOp, "")
-                       .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                                             c10::SymInt)>();
+  static const auto op =
+      core::find_op<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                   c10::SymInt)>(kSpmmTranspose);
   return op.call(rowptr, col, num_cols);
 }
 
@@ -209,8 +192,8 @@ SddmmProblem plan_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const a
   p.nnz = col.size(0);
   p.F = c10::multiply_integers(a.sizes().slice(1));
   p.mean = mean;
-  check_values(kSddmmOp, rowptr, col, p.N);
-  check_transpose_values(kSddmmOp, p.M, p.nnz, colptr, row, perm);
+  check_values(kSddmm.name().c_str(), rowptr, col, p.N);
+  check_transpose_values(kSddmm.name().c_str(), p.M, p.nnz, colptr, row, perm);
   p.rowptr = rowptr.contiguous();
   p.col = col.contiguous();
   p.a = a.contiguous();
@@ -227,10 +210,9 @@ at::Tensor meta_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at:
 
 at::Tensor call_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
                       bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow(kSddmmOp, "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                         bool, const OptTensor&, const OptTensor&, const OptTensor&)>();
+  static const auto op =
+      core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
+                               const OptTensor&, const OptTensor&, const OptTensor&)>(kSddmm);
   return op.call(rowptr, col, a, b, mean, colptr, row, perm);
 }
 
@@ -251,24 +233,38 @@ struct TransposeArgs {
 
 }  // namespace
 
-#define TORCHPLUG_SPMM_API(name, Policy)                                                                     \
-  spmm_detail::Result<Policy> spmm_##name(const at::Tensor& rowptr, const at::Tensor& col,                  \
-                                          const std::optional<at::Tensor>& value, const at::Tensor& x,       \
-                                          const std::optional<SpmmTranspose>& transpose) {                  \
-    const TransposeArgs t(transpose);                                                                        \
-    return spmm_detail::call_spmm<Policy>(rowptr, col, value, x, t.colptr, t.row, t.perm);                 \
-  }
-TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_SPMM_API)
-#undef TORCHPLUG_SPMM_API
+at::Tensor spmm_sum(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
+                    const at::Tensor& x, const std::optional<SpmmTranspose>& transpose) {
+  const TransposeArgs t(transpose);
+  return spmm_detail::call_spmm<core::SumPolicy>(rowptr, col, value, x, t.colptr, t.row, t.perm);
+}
+at::Tensor spmm_mean(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
+                     const at::Tensor& x, const std::optional<SpmmTranspose>& transpose) {
+  const TransposeArgs t(transpose);
+  return spmm_detail::call_spmm<core::MeanPolicy>(rowptr, col, value, x, t.colptr, t.row, t.perm);
+}
+std::tuple<at::Tensor, at::Tensor> spmm_min(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
+                                            const at::Tensor& x, const std::optional<SpmmTranspose>& transpose) {
+  const TransposeArgs t(transpose);
+  return spmm_detail::call_spmm<core::MinPolicy>(rowptr, col, value, x, t.colptr, t.row, t.perm);
+}
+std::tuple<at::Tensor, at::Tensor> spmm_max(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
+                                            const at::Tensor& x, const std::optional<SpmmTranspose>& transpose) {
+  const TransposeArgs t(transpose);
+  return spmm_detail::call_spmm<core::MaxPolicy>(rowptr, col, value, x, t.colptr, t.row, t.perm);
+}
 
 at::Tensor spmm(const at::Tensor& rowptr, const at::Tensor& col, const std::optional<at::Tensor>& value,
                 const at::Tensor& x, std::string_view reduce, const std::optional<SpmmTranspose>& transpose) {
-  if (reduce == "sum" || reduce == "add") return spmm_sum(rowptr, col, value, x, transpose);
-  if (reduce == "mean") return spmm_mean(rowptr, col, value, x, transpose);
-  if (reduce == "min") return std::get<0>(spmm_min(rowptr, col, value, x, transpose));
-  if (reduce == "max") return std::get<0>(spmm_max(rowptr, col, value, x, transpose));
-  TORCH_CHECK_VALUE(false, "torchplug::spmm: argument 'reduce' must be one of 'sum', 'add', 'mean', 'min', "
-                    "'max', got '", reduce, "'");
+  const TransposeArgs t(transpose);
+  return spmm_detail::SpmmOps::visit("torchplug::spmm", reduce, [&](auto policy) -> at::Tensor {
+    auto result = spmm_detail::call_spmm<decltype(policy)>(rowptr, col, value, x, t.colptr, t.row, t.perm);
+    if constexpr (decltype(policy)::kHasArg) {
+      return std::get<0>(result);
+    } else {
+      return result;
+    }
+  });
 }
 
 SpmmTranspose spmm_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_cols) {
@@ -285,25 +281,15 @@ at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tens
 }  // namespace torchplug
 
 TORCHPLUG_LIBRARY(torchplug, m) {
-  const std::vector<c10::ScalarType> dtypes(torchplug::spmm_detail::kDtypes);
-#define TORCHPLUG_DEFINE(name, Policy)                                                                          \
-  m.define({"spmm_" #name "(Tensor rowptr, Tensor col, Tensor? value, Tensor x, Tensor? colptr=None, "           \
-            "Tensor? row=None, Tensor? perm=None) -> " +                                                         \
-                std::string(Policy::kHasArg ? "(Tensor, Tensor)" : "Tensor"),                                   \
-            dtypes, "Sparse (CSR) times dense with the " #name " of each row's weighted messages."});
-  TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_DEFINE)
-#undef TORCHPLUG_DEFINE
-  m.define({"spmm_transpose(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)",
-            {at::kLong}, "A CSR's transpose (CSC) for spmm's gradients, built once by the caller."});
-  m.define({"sddmm(Tensor rowptr, Tensor col, Tensor a, Tensor b, bool mean=False, Tensor? colptr=None, "
-            "Tensor? row=None, Tensor? perm=None) -> Tensor",
-            dtypes, "Per-edge dot products a[row] . b[col] over a CSR (spmm's value gradient)."});
+  using namespace torchplug::spmm_detail;
+  kSpmm.define_all(m);
+  m.define(kSpmmTranspose);
+  m.define(kSddmm);
 }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
-#define TORCHPLUG_META(name, Policy) m.impl("spmm_" #name, &torchplug::spmm_detail::meta<Policy>);
-  TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_META)
-#undef TORCHPLUG_META
-  m.impl("spmm_transpose", &torchplug::spmm_detail::meta_transpose);
-  m.impl("sddmm", &torchplug::spmm_detail::meta_sddmm);
+  using namespace torchplug::spmm_detail;
+  SpmmOps::for_each([&](auto policy) { m.impl(kSpmm.of<decltype(policy)>(), &meta<decltype(policy)>); });
+  m.impl(kSpmmTranspose, &meta_transpose);
+  m.impl(kSddmm, &meta_sddmm);
 }

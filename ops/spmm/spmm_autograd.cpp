@@ -166,7 +166,7 @@ template <typename Policy>
 Result<Policy> spmm_autograd(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value,
                              const at::Tensor& x, const OptTensor& colptr, const OptTensor& row,
                              const OptTensor& perm) {
-  constexpr const char* op = kOpName<Policy>;
+  const char* op = kSpmm.of<Policy>().name().c_str();
   const at::Tensor weights = value.has_value() ? *value : at::empty({0}, x.options());
   core::check_autograd_support(op, {TORCHPLUG_ARG(x), {"value", &weights}});
   if (!core::records_grad(x, weights)) {
@@ -213,7 +213,7 @@ class SddmmFunction : public torch::autograd::Function<SddmmFunction> {
 
 at::Tensor sddmm_autograd(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
                           bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  core::check_autograd_support(kSddmmOp, {TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
+  core::check_autograd_support(kSddmm.name().c_str(), {TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
   if (!core::records_grad(a, b)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return call_sddmm(rowptr, col, a, b, mean, colptr, row, perm);
@@ -225,8 +225,7 @@ at::Tensor sddmm_autograd(const at::Tensor& rowptr, const at::Tensor& col, const
 }  // namespace torchplug::spmm_detail
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
-#define TORCHPLUG_AUTOGRAD(name, Policy) m.impl("spmm_" #name, &torchplug::spmm_detail::spmm_autograd<Policy>);
-  TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_AUTOGRAD)
-#undef TORCHPLUG_AUTOGRAD
-  m.impl("sddmm", &torchplug::spmm_detail::sddmm_autograd);
+  using namespace torchplug::spmm_detail;
+  SpmmOps::for_each([&](auto policy) { m.impl(kSpmm.of<decltype(policy)>(), &spmm_autograd<decltype(policy)>); });
+  m.impl(kSddmm, &sddmm_autograd);
 }

@@ -90,7 +90,7 @@ void spmm_rows(const SpmmProblem& p) {
 template <typename Policy>
 void spmm_kernel_cpu(const SpmmProblem& p) {
   if (p.out.numel() == 0) return;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), kOpName<Policy>,
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "torchplug::spmm",
                                   [&] {
     using acc_t = at::opmath_type<scalar_t>;
     if (sizeof(acc_t) == 4 && p.nnz <= std::numeric_limits<int32_t>::max()) {
@@ -160,7 +160,7 @@ void sddmm_edges(const SddmmProblem& p) {
 
 void sddmm_kernel_cpu(const SddmmProblem& p) {
   if (p.nnz == 0) return;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.a.scalar_type(), kSddmmOp,
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.a.scalar_type(), "torchplug::sddmm",
                                   [&] { sddmm_edges<scalar_t>(p); });
 }
 

@@ -2,7 +2,7 @@
 // translation unit per reduction, are in spmm_cuda.cuh.
 
 #include "spmm_entries.h"
-#include "torchplug/core/index_plan.cuh"
+#include "torchplug/core/reduce/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/vector.cuh"
 
@@ -228,7 +228,7 @@ void sddmm_kernel_cuda(const SddmmProblem& p) {
     p.out.zero_();
     return;
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.a.scalar_type(), kSddmmOp, [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.a.scalar_type(), "torchplug::sddmm", [&] {
     const auto* a = p.a.const_data_ptr<scalar_t>();
     const auto* b = p.b.const_data_ptr<scalar_t>();
     core::with_vector_width<scalar_t>(p.F, {a, b}, [&](auto w) {

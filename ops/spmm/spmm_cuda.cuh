@@ -10,11 +10,11 @@
 // one thread busy for all of them: they are flagged and split into chunks of
 // kLongRow edges whose partials are combined in order (below). Edges
 // whose col lies outside [0, N) are skipped; rowptr is clamped into [0, nnz].
-// Each reduction compiles in a translation unit of its own (CMakeLists.txt).
+// Each reduction compiles in a translation unit of its own (cuda/<reduction>.cu).
 
-#include "../scatter/cuda/segments.cuh"
+#include "torchplug/core/reduce/cuda/segments.cuh"
 #include "spmm_kernel.h"
-#include "torchplug/core/index_plan.cuh"
+#include "torchplug/core/reduce/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/vector.cuh"
 
@@ -77,7 +77,7 @@ __device__ __forceinline__ void add_edges(at::opmath_type<scalar_t> (&acc)[V], i
     if (c[u] < 0 || c[u] >= s.N) continue;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      scatter_detail::combine_at<Policy, kInOrder>(acc[j], held[j], weight[u] * message[u][j], k + u);
+      core::combine_at<Policy, kInOrder>(acc[j], held[j], weight[u] * message[u][j], k + u);
     }
   }
 }
@@ -214,7 +214,7 @@ __global__ void spmm_long_rows_kernel(const int64_t* __restrict__ rowptr,
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const int64_t position = Policy::kHasArg ? partials.held[slot + j] : 0;
-        scatter_detail::combine_at<Policy, false>(acc[j], held[j], partials.value[slot + j], position);
+        core::combine_at<Policy, false>(acc[j], held[j], partials.value[slot + j], position);
       }
     }
     write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
@@ -258,7 +258,7 @@ void launch_spmm(const SpmmProblem& p) {
 template <typename Policy>
 void spmm_kernel_cuda(const SpmmProblem& p) {
   if (p.out.numel() == 0) return;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), kOpName<Policy>, [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "torchplug::spmm", [&] {
     if (p.value.defined()) {
       launch_spmm<Policy, scalar_t, true>(p);
     } else {

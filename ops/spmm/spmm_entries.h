@@ -23,18 +23,18 @@ struct SpmmEntries {
   static Result<Policy> spmm(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value,
                              const at::Tensor& x, const OptTensor& colptr, const OptTensor& row,
                              const OptTensor& perm) {
-    constexpr const char* op = kOpName<Policy>;
+    const char* op = kSpmm.of<Policy>().name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(x)});
     Kernels::check(op, "x", x);
     const c10::DeviceGuard guard(x.device());
     const SpmmProblem p = plan<Policy>(rowptr, col, value, x, colptr, row, perm);
     Kernels::template run<Policy>(p);
-    return scatter_detail::results<Policy>(p.out, p.arg);
+    return core::results<Policy>(p.out, p.arg);
   }
 
   static std::tuple<at::Tensor, at::Tensor, at::Tensor> transpose(const at::Tensor& rowptr, const at::Tensor& col,
                                                                   int64_t num_cols) {
-    constexpr const char* op = kTransposeOp;
+    const char* op = kSpmmTranspose.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col)});
     Kernels::check(op, "col", col);
     const c10::DeviceGuard guard(col.device());
@@ -45,7 +45,7 @@ struct SpmmEntries {
 
   static at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
                           bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-    constexpr const char* op = kSddmmOp;
+    const char* op = kSddmm.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
     Kernels::check(op, "a", a);
     const c10::DeviceGuard guard(a.device());
@@ -55,11 +55,9 @@ struct SpmmEntries {
   }
 
   static void register_all(core::Library& m) {
-#define TORCHPLUG_SPMM_IMPL(name, Policy) m.impl("spmm_" #name, &spmm<Policy>);
-    TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_SPMM_IMPL)
-#undef TORCHPLUG_SPMM_IMPL
-    m.impl("spmm_transpose", &transpose);
-    m.impl("sddmm", &sddmm);
+    SpmmOps::for_each([&](auto policy) { m.impl(kSpmm.of<decltype(policy)>(), &spmm<decltype(policy)>); });
+    m.impl(kSpmmTranspose, &transpose);
+    m.impl(kSddmm, &sddmm);
   }
 };
 

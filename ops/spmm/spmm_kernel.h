@@ -1,11 +1,12 @@
 #pragma once
 
-// Internal to the spmm plugin: the problem the op entries hand the CPU and
-// CUDA kernels, the ops of the family (one per reduction policy of
-// core/reduction.h), and the entries, written once for both devices.
+// Internal to the spmm plugin: the problems the op entries hand the CPU and
+// CUDA kernels, and its ops (spmm_schema.h) through the dispatcher.
 
-#include "../scatter/scatter_kernel.h"
-#include "torchplug/core/reduction.h"
+#include "spmm_schema.h"
+#include "torchplug/core/library.h"
+#include "torchplug/core/reduce/policy.h"
+#include "torchplug/core/reduce/problem.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -14,29 +15,11 @@
 #include <optional>
 #include <tuple>
 
-// The reductions spmm takes: _(name, policy).
-#define TORCHPLUG_FOR_EACH_SPMM_REDUCTION(_) \
-  _(sum, ::torchplug::core::SumPolicy)        \
-  _(mean, ::torchplug::core::MeanPolicy)      \
-  _(min, ::torchplug::core::MinPolicy)        \
-  _(max, ::torchplug::core::MaxPolicy)
-
 namespace torchplug::spmm_detail {
 
-using scatter_detail::Result;
-
-template <typename Policy>
-inline constexpr const char* kOpName = nullptr;
-#define TORCHPLUG_SPMM_OP_NAME(name, Policy) \
-  template <>                                \
-  inline constexpr const char* kOpName<Policy> = "torchplug::spmm_" #name;
-TORCHPLUG_FOR_EACH_SPMM_REDUCTION(TORCHPLUG_SPMM_OP_NAME)
-#undef TORCHPLUG_SPMM_OP_NAME
+using core::Result;
 
 using OptTensor = std::optional<at::Tensor>;
-
-inline constexpr const char* kTransposeOp = "torchplug::spmm_transpose";
-inline constexpr const char* kSddmmOp = "torchplug::sddmm";
 
 // x viewed as [N, F] gathered by a CSR of M rows into out viewed as [M, F].
 struct SpmmProblem {
@@ -63,7 +46,12 @@ Result<Policy> meta(const at::Tensor& rowptr, const at::Tensor& col, const OptTe
 template <typename Policy>
 Result<Policy> call_spmm(const at::Tensor& rowptr, const at::Tensor& col, const OptTensor& value,
                          const at::Tensor& x, const OptTensor& colptr = std::nullopt,
-                         const OptTensor& row = std::nullopt, const OptTensor& perm = std::nullopt);
+                         const OptTensor& row = std::nullopt, const OptTensor& perm = std::nullopt) {
+  static const auto op =
+      core::find_op<Result<Policy>(const at::Tensor&, const at::Tensor&, const OptTensor&, const at::Tensor&,
+                                   const OptTensor&, const OptTensor&, const OptTensor&)>(kSpmm.of<Policy>());
+  return op.call(rowptr, col, value, x, colptr, row, perm);
+}
 
 template <typename Policy>
 void spmm_kernel_cpu(const SpmmProblem& p);

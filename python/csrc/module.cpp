@@ -2,6 +2,7 @@
 
 #include "torchplug/core/checks.h"
 #include "torchplug/core/library.h"
+#include "torchplug/core/reduce/policy.h"
 #include "torchplug/core/registry.h"
 
 #include <pybind11/pybind11.h>
@@ -45,6 +46,22 @@ PYBIND11_MODULE(_C, m) {
       },
       "Every registered op, as a list of dicts (namespace, name, schema, plugin, backends, "
       "differentiable, dtypes, doc).");
+  m.def(
+      "reduction_names",
+      [] {
+        // A reduction's own name is the first that names it.
+        py::dict names;
+        for (const auto& entry : torchplug::core::kReductionNames) {
+          for (const auto& own : torchplug::core::kReductionNames) {
+            if (own.reduce == entry.reduce) {
+              names[entry.name] = own.name;
+              break;
+            }
+          }
+        }
+        return names;
+      },
+      "Every name a reduce= argument takes, mapped to the reduction's own name ('add' -> 'sum').");
   // torchplug.load_plugin: the library's TORCHPLUG_LIBRARY blocks are held from
   // begin to commit, then registered all or none (torchplug/core/library.h).
   m.def("_begin_guarded_load", &torchplug::core::begin_guarded_load, py::arg("path"));

@@ -49,6 +49,13 @@ class Library {
     library_.impl(name, std::forward<Func>(f));
     return *this;
   }
+  // The kernel of the op `def` declares.
+  template <typename Func>
+  Library& impl(const OpDef& def, Func&& f) {
+    const auto& name = def.name();
+    const auto sep = name.find("::");
+    return impl(sep == std::string::npos ? name.c_str() : name.c_str() + sep + 2, std::forward<Func>(f));
+  }
 
   // For what the registry does not describe (classes, fallbacks, tags).
   torch::Library& torch_library() { return library_; }
@@ -95,6 +102,13 @@ c10::OperatorHandle find_op_handle(const OpDef& def);
 template <typename Signature>
 c10::TypedOperatorHandle<Signature> find_op(const OpDef& def) {
   return find_op_handle(def).typed<Signature>();
+}
+// Another plugin's op, by its qualified name ("torchplug::scatter_sum"): for a
+// plugin that calls it through the dispatcher (and names that plugin in DEPENDS).
+c10::OperatorHandle find_op_handle(const std::string& qualified_name);
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> find_op(const std::string& qualified_name) {
+  return find_op_handle(qualified_name).typed<Signature>();
 }
 
 // A guarded load (torchplug.load_plugin) of the library at `path`: its blocks,

@@ -24,17 +24,23 @@ namespace torchplug::core {
 // What a plugin declares about one op. Keep it as a constant next to the
 // kernels: the dtype checks read the same list the registry reports.
 struct OpDef {
+  OpDef(std::string schema, std::vector<c10::ScalarType> dtypes, std::string doc);
+
   // "myplug::scale_add(Tensor a, ...) -> Tensor"; without "ns::", the
   // namespace of the TORCHPLUG_LIBRARY block that defines it.
   std::string schema;
   std::vector<c10::ScalarType> dtypes;
   std::string doc;  // one line
 
-  // The op's name as the schema spells it: "myplug::scale_add" or "scale_add".
-  std::string name() const;
+  // The op's name as the schema spells it: "myplug::scale_add" or "scale_add"
+  // (read on every call, for errors: kept, not parsed each time).
+  const std::string& name() const { return name_; }
 
   // Each tensor has one of `dtypes`; the error names the op and the argument.
   void check_dtypes(std::initializer_list<NamedTensor> tensors) const;
+
+ private:
+  std::string name_;
 };
 
 // "ns::name.overload" (the overload optional) as the dispatcher names it.

@@ -6,16 +6,15 @@
 // combined with a segmented shuffle scan and combined into the accumulator
 // with one atomic each (core/reduction.cuh).
 
-#include "../scatter_kernel.h"
-#include "torchplug/core/index_plan.cuh"
+#include "torchplug/core/reduce/problem.h"
+#include "torchplug/core/reduce/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
-#include "torchplug/core/reduction.cuh"
+#include "torchplug/core/reduce/policy.cuh"
 
 #include <ATen/ceil_div.h>
 
-namespace torchplug::scatter_detail {
+namespace torchplug::core {
 
-using core::kFullMask;
 
 // Combines `value` into acc[slot] once per run of equal slots across the warp.
 template <typename Policy, typename acc_t>
@@ -95,4 +94,4 @@ void launch_warp_runs(const ScatterProblem& p, const scalar_t* src, acc_t* acc) 
   }
 }
 
-}  // namespace torchplug::scatter_detail
+}  // namespace torchplug::core

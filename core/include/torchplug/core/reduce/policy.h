@@ -26,9 +26,10 @@
 //                   whose value is the result (min, max)
 //   kDividesByCount finalize() divides by the number of values combined (mean)
 //
-// The table of reductions, TORCHPLUG_FOR_EACH_REDUCTION, names each policy
-// once; ops define their schemas and dispatch from it. A new reduction is a
-// policy here plus a row there.
+// The table of reductions, AllReductions, lists each policy once and
+// kReductionNames the names users give them; every family's ops, dispatch and
+// per-reduction translation units follow them (family.h). A new reduction is
+// a policy here plus its rows there.
 
 #include <c10/macros/Macros.h>
 #include <c10/util/BFloat16.h>
@@ -36,6 +37,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string_view>
 #include <type_traits>
 
 namespace torchplug::core {
@@ -179,13 +182,28 @@ C10_HOST_DEVICE T finish(T value, int64_t count, bool initial) {
   }
 }
 
-}  // namespace torchplug::core
+// A list of policies: a family's reductions. for_each calls fn(Policy{})
+// for each (policies are empty types).
+template <typename... Policies>
+struct Reductions {
+  template <typename Fn>
+  static void for_each(Fn&& fn) {
+    (fn(Policies{}), ...);
+  }
+};
 
-// The table of reductions: _(name, policy). Each op family expands it once
-// for its schemas, its registry entries and its dispatch.
-#define TORCHPLUG_FOR_EACH_REDUCTION(_) \
-  _(sum, ::torchplug::core::SumPolicy)   \
-  _(mean, ::torchplug::core::MeanPolicy) \
-  _(mul, ::torchplug::core::MulPolicy)   \
-  _(min, ::torchplug::core::MinPolicy)   \
-  _(max, ::torchplug::core::MaxPolicy)
+using AllReductions = Reductions<SumPolicy, MeanPolicy, MulPolicy, MinPolicy, MaxPolicy>;
+
+// Every name a user may give a reduction (torch_scatter's: "add" is sum).
+struct ReductionName {
+  const char* name;
+  Reduce reduce;
+};
+inline constexpr ReductionName kReductionNames[] = {
+    {"sum", Reduce::kSum}, {"add", Reduce::kSum}, {"mean", Reduce::kMean},
+    {"mul", Reduce::kMul}, {"min", Reduce::kMin}, {"max", Reduce::kMax}};
+
+// The reduction `name` names; nullopt for a name no reduction has.
+std::optional<Reduce> reduce_by_name(std::string_view name);
+
+}  // namespace torchplug::core

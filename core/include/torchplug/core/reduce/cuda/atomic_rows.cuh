@@ -7,10 +7,10 @@
 // row combined in registers first. One launch, where the CSR takes several.
 // Also the atomic form the CSR hands narrow rows of an unsorted index to.
 
-#include "../scatter_kernel.h"
-#include "torchplug/core/index_plan.cuh"
+#include "torchplug/core/reduce/problem.h"
+#include "torchplug/core/reduce/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
-#include "torchplug/core/reduction.cuh"
+#include "torchplug/core/reduce/policy.cuh"
 #include "torchplug/core/vector.cuh"
 
 #include <ATen/OpMathType.h>
@@ -21,9 +21,8 @@
 #include <optional>
 #include <type_traits>
 
-namespace torchplug::scatter_detail {
+namespace torchplug::core {
 
-using core::kFullMask;
 
 constexpr int kAtomicRowsUnroll = 4;
 // Whether a kernel queued ahead of a choice made on the device has work:
@@ -310,4 +309,4 @@ bool takes_atomic_rows(const ScatterProblem& p) {
          (kOwnAtomicType<scalar_t> || p.out.numel() <= kAtomicRowsLimit);
 }
 
-}  // namespace torchplug::scatter_detail
+}  // namespace torchplug::core

@@ -18,11 +18,11 @@
 // instead 2 ceil(E / block) partial rows of inner values (and offsets, for
 // min and max) per outer index; never O(E x F).
 
-#include "../scatter_kernel.h"
-#include "atomic_rows.cuh"
-#include "torchplug/core/index_plan.cuh"
+#include "torchplug/core/reduce/problem.h"
+#include "torchplug/core/reduce/cuda/atomic_rows.cuh"
+#include "torchplug/core/reduce/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
-#include "torchplug/core/reduction.cuh"
+#include "torchplug/core/reduce/policy.cuh"
 #include "torchplug/core/vector.cuh"
 
 #include <ATen/OpMathType.h>
@@ -32,10 +32,8 @@
 #include <algorithm>
 #include <limits>
 
-namespace torchplug::scatter_detail {
+namespace torchplug::core {
 
-using core::Csr;
-using core::Vector;
 
 constexpr int kRowsPerThread = 16;
 // A row with more sources than this goes to the long-row kernels.
@@ -698,4 +696,4 @@ void indptr_reduce(const ScatterProblem& p, const at::Tensor& indptr) {
                                    ArgPositions{p.inner, 0, p.E});
 }
 
-}  // namespace torchplug::scatter_detail
+}  // namespace torchplug::core

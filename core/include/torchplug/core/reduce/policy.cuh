@@ -15,7 +15,7 @@
 // or 8 bytes: float16 and bfloat16 reduce into a float accumulator.
 
 #include "torchplug/core/atomic.cuh"
-#include "torchplug/core/reduction.h"
+#include "torchplug/core/reduce/policy.h"
 
 #include <cstdint>
 #include <type_traits>

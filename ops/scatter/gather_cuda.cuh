@@ -8,7 +8,7 @@
 // reads each position's row from its index; gather_csr finds it from the
 // indptr per chunk of positions, with no E-long rows tensor.
 
-#include "../scatter_kernel.h"
+#include "scatter_kernel.h"
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/vector.cuh"
 

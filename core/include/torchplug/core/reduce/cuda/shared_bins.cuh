@@ -9,15 +9,15 @@
 // each slot it reached into the accumulator with one global atomic: the
 // global atomics drop from one per entry to one per slot and block.
 
-#include "../scatter_kernel.h"
+#include "torchplug/core/reduce/problem.h"
 #include "torchplug/core/launch.cuh"
-#include "torchplug/core/reduction.cuh"
+#include "torchplug/core/reduce/policy.cuh"
 
 #include <ATen/ceil_div.h>
 
 #include <algorithm>
 
-namespace torchplug::scatter_detail {
+namespace torchplug::core {
 
 constexpr int64_t kSharedBinsBytes = int64_t{32} << 10;
 // Entries per block at least: a block's flush costs one atomic per slot.
@@ -80,4 +80,4 @@ void launch_shared_bins(const ScatterProblem& p, const scalar_t* src, acc_t* acc
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-}  // namespace torchplug::scatter_detail
+}  // namespace torchplug::core

@@ -2,8 +2,8 @@
 
 // The scatter family on CUDA, for one reduction policy: which strategy runs,
 // the accumulator around the atomic ones, and the passes that finish a
-// result. Each reduction is compiled in a translation unit of its own
-// (CMakeLists.txt), which instantiates scatter_kernel_cuda<Policy> from here.
+// result. A family instantiates scatter_kernel_cuda<Policy> (and
+// segment_csr_kernel_cuda) from here in a translation unit per reduction.
 //
 // Which strategy runs (index values outside [0, N) are skipped by every one):
 //   deterministic mode (torch.use_deterministic_algorithms), floating types
@@ -26,13 +26,13 @@
 // finish each row themselves, min and max with their arg.
 // The cost limits between strategies were measured for sum.
 
-#include "cuda/atomic_rows.cuh"
-#include "cuda/segments.cuh"
-#include "cuda/shared_bins.cuh"
-#include "cuda/warp_runs.cuh"
-#include "scatter_kernel.h"
+#include "torchplug/core/reduce/cuda/atomic_rows.cuh"
+#include "torchplug/core/reduce/cuda/segments.cuh"
+#include "torchplug/core/reduce/cuda/shared_bins.cuh"
+#include "torchplug/core/reduce/cuda/warp_runs.cuh"
+#include "torchplug/core/reduce/problem.h"
 #include "torchplug/core/launch.cuh"
-#include "torchplug/core/reduction.cuh"
+#include "torchplug/core/reduce/policy.cuh"
 #include "torchplug/core/vector.cuh"
 
 #include <ATen/Context.h>
@@ -45,8 +45,8 @@
 #include <limits>
 #include <type_traits>
 
-namespace torchplug::scatter_detail {
-namespace {
+namespace torchplug::core {
+namespace cuda_detail {
 
 // ---- accumulator -------------------------------------------------------------
 
@@ -288,12 +288,13 @@ void segments(const ScatterProblem& p, bool ordered, bool flat) {
   }
 }
 
-}  // namespace
+}  // namespace cuda_detail
 
 template <typename Policy>
 void scatter_kernel_cuda(const ScatterProblem& p) {
+  using namespace cuda_detail;
   if (p.out.numel() == 0) return;
-  AT_DISPATCH_V2(p.src.scalar_type(), kOpName<Policy>, AT_WRAP([&] {
+  AT_DISPATCH_V2(p.src.scalar_type(), "torchplug::reduce", AT_WRAP([&] {
     using acc_t = at::opmath_type<scalar_t>;
     if (p.src.numel() == 0) {
       if (!p.accumulate) p.out.fill_(Policy::template empty<acc_t>());
@@ -314,8 +315,9 @@ void scatter_kernel_cuda(const ScatterProblem& p) {
 
 template <typename Policy>
 void segment_csr_kernel_cuda(const ScatterProblem& p, const at::Tensor& indptr) {
+  using namespace cuda_detail;
   if (p.out.numel() == 0) return;
-  AT_DISPATCH_V2(p.src.scalar_type(), kOpName<Policy>, AT_WRAP([&] {
+  AT_DISPATCH_V2(p.src.scalar_type(), "torchplug::reduce", AT_WRAP([&] {
     using acc_t = at::opmath_type<scalar_t>;
     if (p.src.numel() == 0) {
       p.out.fill_(Policy::template empty<acc_t>());
@@ -328,4 +330,13 @@ void segment_csr_kernel_cuda(const ScatterProblem& p, const at::Tensor& indptr) 
   }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
 }
 
-}  // namespace torchplug::scatter_detail
+}  // namespace torchplug::core
+
+// The explicit instantiations of both entries for one policy: a family's
+// translation unit per reduction is this line, so that nvcc builds the
+// reductions in parallel.
+#define TORCHPLUG_REDUCE_CUDA_INSTANTIATE(Policy)                                   \
+  template void torchplug::core::scatter_kernel_cuda<Policy>(                       \
+      const torchplug::core::ScatterProblem&);                                      \
+  template void torchplug::core::segment_csr_kernel_cuda<Policy>(                   \
+      const torchplug::core::ScatterProblem&, const at::Tensor&);

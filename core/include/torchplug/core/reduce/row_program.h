@@ -20,7 +20,7 @@
 // taken: the CPU keeps double states over float values (one sequential pass
 // over 2^20 float32 terms would drift by 1e-4) at float's cost per exp.
 
-#include "torchplug/core/reduction.h"
+#include "torchplug/core/reduce/policy.h"
 
 #include <c10/macros/Macros.h>
 
