@@ -15,7 +15,7 @@ namespace torchplug {
 namespace add_detail {
 namespace {
 
-const core::OpDef kAdd{std::string(kOp) + "(Tensor a, Tensor b) -> Tensor",
+const core::OpDef kAdd{"torchplug::add(Tensor a, Tensor b) -> Tensor",
                        {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble, at::kByte, at::kChar,
                         at::kShort, at::kInt, at::kLong},
                        "Elementwise a + b with broadcasting and type promotion."};

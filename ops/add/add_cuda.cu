@@ -31,8 +31,8 @@ constexpr int kMaxDims = RowLayout::kMaxDims;
 
 // Chunks (of W = 16 bytes of output) per thread: 8 elements, or one chunk of
 // 16 bytes. Each chunk is one vector load of each input, all in flight at
-// once. 16 elements a thread took 56 registers for float32 (31 at 8), and ran
-// up to 30% slower on the H200 (mixed dtypes), faster only in one layout.
+// once. 16 elements a thread took almost twice the registers for float32 and
+// ran slower in all but one layout (docs/benchmarks.md).
 template <typename out_t>
 constexpr int kChunksPerThread = core::kVectorWidth<out_t> < 8 ? 8 / core::kVectorWidth<out_t> : 1;
 

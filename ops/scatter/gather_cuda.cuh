@@ -3,8 +3,8 @@
 // The gather kernels of gather_coo, gather_csr and scatter's backward: each
 // output row is one source row (or zeros for a row outside [0, N)), copied in
 // vectors of V values. A thread copies kGatherUnroll vectors a block apart
-// with all of their loads in flight: one vector per thread left the H200's
-// memory 40% idle (60% of DRAM bandwidth at F=64, latency-bound). gather_coo
+// with all of their loads in flight: one vector per thread left the gather
+// latency-bound, memory idle part of the time. gather_coo
 // reads each position's row from its index; gather_csr finds it from the
 // indptr per chunk of positions, with no E-long rows tensor.
 
@@ -102,7 +102,7 @@ __device__ __forceinline__ int64_t last_at_or_before(Bound bound, int64_t low, i
 // the last segment, and -1, before the first, give zeros). A block takes a
 // contiguous run of chunks (one wave of blocks), so that each chunk starts
 // from the row its predecessor ended on: one binary search over indptr per
-// block, not per chunk (per chunk, its latency held the H200 at 38% of DRAM
+// block, not per chunk (per chunk, its latency held the kernel far below DRAM
 // bandwidth). Per chunk, a window of indptr from that row goes to shared
 // memory (one entry per position of the chunk and one more: enough unless
 // segments are empty) and each position searches it, the rest of indptr when

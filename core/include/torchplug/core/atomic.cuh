@@ -4,8 +4,7 @@
 // On Hopper (sm_90) four floats go as one 16-byte vector atomic
 // (red.global.add.v4.f32), two as one 8-byte one (v2.f32): one request to the
 // L2 where separate atomics from a warp's lanes to scattered rows are one
-// request per value (atomics into rows of two floats 1.8x faster on the H200,
-// docs/benchmarks.md).
+// request per value (docs/benchmarks.md has the figures).
 
 #include <ATen/cuda/Atomic.cuh>
 

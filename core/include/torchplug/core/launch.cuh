@@ -72,8 +72,8 @@ void launch_one_wave(Kernel kernel, int64_t n, Args... args) {
 // tile blockIdx.x first and then the next one nobody has taken. *next_tile
 // counts the takes and must be 0 at launch. The tiles in flight stay one
 // window of the items and a block that meets light tiles takes more, where a
-// grid-stride loop lets its blocks drift apart over the whole range (on the
-// H200 a sorted segmented sum ran up to 8% faster this way). It synchronises
+// grid-stride loop lets its blocks drift apart over the whole range (faster
+// for a sorted segmented sum: docs/benchmarks.md). It synchronises
 // the block once per tile, so every thread of the block must call it.
 template <typename Counter, typename Body>
 __device__ __forceinline__ void for_each_tile(int64_t n, Counter* next_tile, Body body) {

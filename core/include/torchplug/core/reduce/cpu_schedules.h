@@ -277,8 +277,8 @@ void add_entries(const ScatterProblem& p, const scalar_t* src, const Entry* firs
 
 // Whether the bucket schedule suits p, and the log2 of its rows per bucket.
 // One thread keeps the plain loop: alone, a core gathers source rows more
-// slowly than it read-modify-writes output rows that partly hit the L3 (F=64
-// float32, E=2M, N=200K: 124 ms against 94 ms); buckets win from two threads.
+// slowly than it read-modify-writes output rows that partly hit the L3;
+// buckets win from two threads (docs/benchmarks.md).
 template <typename Policy, typename scalar_t, typename acc_t, typename arg_t>
 std::optional<int> bucket_shift(const ScatterProblem& p, int64_t threads) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
@@ -350,16 +350,14 @@ inline std::optional<std::vector<int64_t>> balanced_rows(const ScatterProblem& p
 //  - private outputs: each thread sums a slice of the source rows into its own
 //    copy of the output (thread 0 into acc), then the copies are added up. Used
 //    while the copies are small and output rows have four sources or more on
-//    average, wide rows included: there column slices ran up to 5x slower
-//    (two threads reading alternate lines of every source row, E=500K, F=64,
-//    N=5K sorted: 20 ms, against 4 ms for private outputs and 5-9 ms for one
-//    thread). Results depend on the thread count (the copies' sums).
+//    average, wide rows included: there column slices (two threads reading
+//    alternate lines of every source row) ran several times slower. Results
+//    depend on the thread count (the copies' sums).
 //  - row ownership: each thread owns a range of output rows and walks the whole
 //    index, adding only the rows it owns. For wide rows the ranges are cut so
 //    that each receives about E / threads source rows (balanced_rows), and
 //    taken when the index is sorted or accumulator rows are 1 KB or more:
-//    there two threads reading alternate halves of each row ran up to 2x
-//    slower (E=20K, N=10K, F=256, sorted: 2.9 against 1.4 ms).
+//    there two threads reading alternate halves of each row ran slower.
 //  - column slices, for other wide rows and for those no cut of the output
 //    rows balances (balanced_rows): each thread adds its own
 //    64-byte-aligned slice of every row's columns. Every source byte is read

@@ -50,8 +50,7 @@ constexpr int kIndexPassUnroll = 4;
 // Zeroes stats (`size` counts and flags) and writes its unsorted flag,
 // stats[flag_at]: with `probe`, 1 when one of kProbePairs evenly spaced pairs
 // of neighbouring index entries descends. One block's look finds a random
-// index out, where the counting pass would read all of it (on the H200, 83 us
-// of the 0.54 ms that 40M rows of two floats take; docs/benchmarks.md); a
+// index out, where the counting pass would read all of it (docs/benchmarks.md); a
 // sorted index has no descent anywhere and is left to the counting pass.
 // Block 0 alone writes the flag, and holds all its loads in flight: a sorted
 // call waits for it.
@@ -132,8 +131,7 @@ __global__ void count_rows_kernel(const int64_t* __restrict__ index, int64_t E, 
 // returning atomics are in flight. The index is read evict-first (only the
 // long-row kernels read it again) and perm's scattered stores are marked
 // evict-last: they merge into whole sectors in L2 and the segment kernel finds
-// perm there (on the H200, 4% off a random F=64 float32 call and 8% off
-// bfloat16; 2% off at E=20M and 40M, whose perm is larger than L2).
+// perm there (measured in docs/benchmarks.md; less so for a perm larger than L2).
 template <typename offset_t>
 __global__ void fill_perm_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
                                  const offset_t* __restrict__ unsorted, offset_t* __restrict__ rowptr,

@@ -143,8 +143,8 @@ struct ExtremePolicy {
   // Whether `value` takes the place of `acc`: it is beyond acc, or NaN where
   // acc is not. On the GPU one unordered comparison (true for a NaN value)
   // and one NaN test: its segment kernels are bound by the instructions they
-  // issue per value. GCC vectorises that form about 6x slower than the
-  // ordered one (segment_max_csr on 2 threads, F=16: 109 against 17 ms).
+  // issue per value. GCC vectorises that form several times slower than the
+  // ordered one (docs/benchmarks.md).
   template <typename T>
   C10_HOST_DEVICE static bool wins(T value, T acc) {
 #ifdef __CUDA_ARCH__

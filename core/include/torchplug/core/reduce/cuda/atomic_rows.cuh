@@ -206,9 +206,7 @@ __global__ void atomic_rows_kernel(const scalar_t* __restrict__ src,
 // whose 16-byte vectors are one atomic each (sm_90; float16 and bfloat16 add
 // 8 values as two); one value for the other types. Their V values would be V
 // scalar atomics, each a warp instruction over every V-th column, where lanes
-// on consecutive columns make one L2 request per sector (float64 rows of 8
-// with a random index on the H200: 0.69x `scatter_add_` at V = 2, 1.03x at
-// V = 1; docs/benchmarks.md).
+// on consecutive columns make one L2 request per sector (docs/benchmarks.md).
 // Reductions without a vector atomic (kCas) take one value per lane too.
 template <typename Policy, typename scalar_t>
 constexpr int kAtomicRowsMaxWidth = std::is_same_v<at::opmath_type<scalar_t>, float> &&
@@ -252,23 +250,14 @@ bool has_narrow_rows(const ScatterProblem& p) {
   return kOwnAtomicType<scalar_t> && p.inner * static_cast<int64_t>(sizeof(scalar_t)) <= kAtomicRowBytes;
 }
 
-// Up to how large a source the atomic rows beat the CSR, on one H200
-// (docs/benchmarks.md). The CSR's fixed cost is tens of microseconds, and it
-// sums a narrow unsorted index with the same atomic rows. Where HotRow applies
-// (hot_row_applies) and the type is its own accumulator, they won with a random
-// or hub index up to 128 MiB of source (2^25 float32 values) in every type and
-// width measured (float32 rows of 2 to 1024 values, float64 rows of 2 to 256,
-// int32 rows of 16, int64 rows of 8 and 16), but for float32 rows of 512 and
-// 1024 with a random index at 128 MiB (0.94-0.99x; rows of 1024 1.42x in a
-// second run); and with a sorted one too, but for narrow rows in the types
-// added one value per lane (int32 rows of 16 0.85x at 64 MiB), whose segments
-// the CSR reads at copy speed. Narrow float32 rows, added as vectors, won with
-// every index up to 256 MiB. The limits are in bytes: float64 rows of 64 and
-// 256 values lost at 256 MiB with a random or sorted index (0.62-0.75x).
-// Elsewhere the limit measured before HotRow stays, 2^21 elements and 2^17
-// entries: where HotRow is off a hub row gets one atomic per run, serialised,
-// and float16 and bfloat16 accumulate in a float copy of the output, bounded
-// too. TORCHPLUG_SCATTER_ATOMIC_LIMIT, in source elements, replaces every limit
+// Up to how large a source the atomic rows beat the CSR (the CSR's fixed cost
+// is tens of microseconds; measured per type, width and index in
+// docs/benchmarks.md). Limits are in bytes of source:
+//   kNarrowAtomicRowsBytes  narrow float32 rows, added as vector atomics
+//   kHotAtomicRowsBytes     rows HotRow combines (hot_row_applies) in a type that is its own accumulator
+//   kAtomicRowsLimit        elements, elsewhere: a hub row gets one atomic per run, serialised, and
+//                           float16 and bfloat16 accumulate in a float copy of the output
+// TORCHPLUG_SCATTER_ATOMIC_LIMIT, in source elements, replaces every limit
 // (0: always the CSR), which is how the tests reach the CSR with small inputs.
 constexpr int64_t kNarrowAtomicRowsBytes = int64_t{1} << 28;
 constexpr int64_t kHotAtomicRowsBytes = int64_t{1} << 27;

@@ -39,13 +39,11 @@ constexpr int kRowsPerThread = 16;
 // A row with more sources than this goes to the long-row kernels.
 constexpr int64_t kMaxSegment = 1024;
 // In order (deterministic mode, a caller's CSR), rows are long past a block
-// of the sorted order. With fewer row items than this (4 waves of an H200),
-// the block is sized so that the blocks give about as many: few long segments
-// (global pooling of a batch of graphs, 10K segments of 1K rows) would leave
-// one thread walking each (on the H200 at F=64, sum 0.74 -> 0.67 ms and max
-// 2.65 -> 1.54 ms). With more rows it stays kMaxSegment: a hub's partials are
-// combined by one thread, and 4x as many cost a power-law index half again
-// (sum 0.94 -> 1.41 ms with blocks of 256).
+// of the sorted order. With fewer row items than kOrderedItems (a few waves
+// of a GPU), the block shrinks so that the blocks give about as many: few long
+// segments (global pooling) would leave one thread walking each. With more
+// rows it stays kMaxSegment: a hub's partials are combined by one thread, and
+// smaller blocks cost a power-law index more (docs/benchmarks.md).
 constexpr int64_t kOrderedItems = int64_t{1} << 20;
 constexpr int64_t kMinOrderedBlock = 32;
 
@@ -92,8 +90,7 @@ __device__ __forceinline__ RowItem row_item(int64_t t, int64_t vectors, int64_t 
 // position of a value holding it. In source order (kInOrder) that is the
 // first value to win, and no position is compared: start_row sets arg to the
 // row's first position, which holds the identity if no value wins. Min and
-// max with arg are bound by instructions, not memory (on the H200 at F=64 the
-// general form issued an instruction every 1.5 cycles per scheduler).
+// max with arg are bound by instructions, not memory.
 template <typename Policy, bool kInOrder, typename acc_t, typename offset_t>
 __device__ __forceinline__ void combine_at(acc_t& sum, offset_t& arg, acc_t value, offset_t position) {
   if constexpr (Policy::kHasArg) {
@@ -254,10 +251,9 @@ __device__ __forceinline__ void write_row(const Segments<scalar_t, offset_t>& s,
 // permuted one unless an unsorted index takes the atomic rows); one that
 // does not match *unsorted returns. The items go out in tiles taken in
 // order (core::for_each_tile), *next_tile counting the tiles taken. Kept
-// lean on purpose: three 64-bit divisions per item and a perm check per
-// source cost this gather a fifth of its bandwidth on the H200, and one
-// kernel for both kinds (the registers of the sorted one) a sixth of it
-// with a permutation.
+// lean on purpose: 64-bit divisions per item, a perm check per source or one
+// kernel for both kinds (the registers of the sorted one) each cost this
+// gather a measurable share of its bandwidth.
 template <typename Policy, typename scalar_t, int V, typename offset_t, bool kPermuted>
 __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
                                             scalar_t* __restrict__ out,
@@ -303,9 +299,8 @@ __global__ void segment_kernel(const scalar_t* __restrict__ src, scalar_t* __res
 }
 
 // The permuted gather waits on scattered loads and wants every warp an SM
-// holds: capped at 32 registers (8 blocks of 256 threads per SM) it ran 3%
-// faster on the H200 at F=64, float32 and bfloat16, than with the 34 and 44 it
-// takes uncapped, and 2% slower at F=256 float32 (docs/benchmarks.md). 8- and
+// holds: capped at 32 registers (8 blocks of 256 threads per SM) it ran
+// faster at F=64 and slightly slower at F=256 (docs/benchmarks.md). 8- and
 // 16-bit integer types would spill hundreds of bytes under the cap; the cap is
 // kept to floating types (float32 and half spill 8 bytes, bfloat16 and double
 // nothing) with 32-bit offsets. Min and max keep a position per value: 32
@@ -579,9 +574,8 @@ struct ArgPositions {
 // for a caller's CSR (never permuted; its long rows go in order). For narrow
 // rows (has_narrow_rows) of a reduction with nothing to finish (sum, mul) an
 // unsorted index takes the atomic rows instead of the permutation
-// (`atomics_if_unsorted`; in float32 on the H200 up to 7x faster with a
-// random index, and up to 16x with a row taking half of the entries;
-// docs/benchmarks.md): the identity fill and the atomic rows are queued too and
+// (`atomics_if_unsorted`; several times faster with a random or a skewed
+// index, docs/benchmarks.md): the identity fill and the atomic rows are queued too and
 // return unless the probe or the counting pass flagged the index unsorted.
 // `ordered`: every row combines its sources in source order (a stable
 // permutation), long rows by blocks in a fixed order, with no atomics:
