@@ -179,7 +179,7 @@ at::Tensor softmax_autograd(const at::Tensor& src, const at::Tensor& index, int6
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   using namespace torchplug::composite_detail;
-  using torchplug::core::check_autograd_support;
+  using torchplug::core::autograd_kernel;
   using torchplug::core::records_grad;
   m.impl(kScatterSoftmax, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                std::optional<int64_t> dim_size) {
@@ -189,23 +189,8 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
                                    std::optional<int64_t> dim_size) {
     return softmax_autograd(src, index, dim, dim_size, true);
   });
-  m.impl(kSoftmaxCsr, [](const at::Tensor& src, const at::Tensor& indptr, int64_t dim) {
-    check_autograd_support(kSoftmaxCsr.name().c_str(), {TORCHPLUG_ARG(src)});
-    if (!records_grad(src)) {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      return torchplug::softmax_csr(src, indptr, dim);
-    }
-    return SoftmaxCsrFunction::apply(src, indptr, dim)[0];
-  });
-  m.impl(kScatterLogsumexp, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                                 std::optional<c10::SymInt> dim_size) {
-    check_autograd_support(kScatterLogsumexp.name().c_str(), {TORCHPLUG_ARG(src)});
-    if (!records_grad(src)) {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      return call_logsumexp(src, index, dim, std::move(dim_size));
-    }
-    return LogSumExpFunction::apply(src, index, dim, std::move(dim_size))[0];
-  });
+  m.impl(kSoftmaxCsr, autograd_kernel<SoftmaxCsrFunction, at::Tensor>(kSoftmaxCsr));
+  m.impl(kScatterLogsumexp, autograd_kernel<LogSumExpFunction, at::Tensor>(kScatterLogsumexp));
   m.impl(kScatterLogsumexpInplace, [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& index,
                                   int64_t dim) {
     TORCH_CHECK(!records_grad(out, src), kScatterLogsumexpInplace.name(),
@@ -214,13 +199,5 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
     call_logsumexp_(out, src, index, dim);
     torch::autograd::impl::bump_version(out);
   });
-  m.impl(kScatterStd, [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                           std::optional<c10::SymInt> dim_size, bool unbiased) {
-    check_autograd_support(kScatterStd.name().c_str(), {TORCHPLUG_ARG(src)});
-    if (!records_grad(src)) {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      return call_std(src, index, dim, std::move(dim_size), unbiased);
-    }
-    return StdFunction::apply(src, index, dim, std::move(dim_size), unbiased)[0];
-  });
+  m.impl(kScatterStd, autograd_kernel<StdFunction, at::Tensor>(kScatterStd));
 }

@@ -259,16 +259,17 @@ class ScatterInplaceFunction : public torch::autograd::Function<ScatterInplaceFu
   }
 };
 
-template <typename Policy, typename Op = ScatterOp<Policy>>
-Result<Policy> scatter_autograd(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                                std::optional<c10::SymInt> dim_size,
-                                const char* op = kScatter.of<Policy>().name().c_str()) {
-  core::check_autograd_support(op, {TORCHPLUG_ARG(src)});
+// segment_coo's Autograd kernel: scatter's Function along index.dim() - 1
+// (the op takes no dim, so core::autograd_kernel does not fit it).
+template <typename Policy>
+Result<Policy> segment_coo_autograd(const at::Tensor& src, const at::Tensor& index,
+                                    std::optional<c10::SymInt> dim_size) {
+  core::check_autograd_support(kSegmentCoo.of<Policy>().name().c_str(), {TORCHPLUG_ARG(src)});
   if (!core::records_grad(src)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return Op::call(src, index, dim, std::move(dim_size));
+    return call_segment_coo<Policy>(src, index, std::move(dim_size));
   }
-  auto outputs = ScatterFunction<Policy, Op>::apply(src, index, dim, std::move(dim_size));
+  auto outputs = ScatterFunction<Policy, SegmentCooOp<Policy>>::apply(src, index, index.dim() - 1, std::move(dim_size));
   if constexpr (Policy::kHasArg) {
     return {outputs[0], outputs[1]};
   } else {
@@ -398,21 +399,6 @@ class GatherCsrFunction : public torch::autograd::Function<GatherCsrFunction> {
   }
 };
 
-template <typename Policy>
-Result<Policy> segment_csr_autograd(const at::Tensor& src, const at::Tensor& indptr) {
-  core::check_autograd_support(kSegmentCsr.of<Policy>().name().c_str(), {TORCHPLUG_ARG(src)});
-  if (!core::records_grad(src)) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_segment_csr<Policy>(src, indptr);
-  }
-  auto outputs = SegmentCsrFunction<Policy>::apply(src, indptr);
-  if constexpr (Policy::kHasArg) {
-    return {outputs[0], outputs[1]};
-  } else {
-    return outputs[0];
-  }
-}
-
 // The out= forms that overwrite out (segment_csr_, gather_csr_, gather_coo_)
 // are not differentiable, as PyTorch's out= variants are not: refused when
 // autograd would record, else run below autograd with out's version bumped.
@@ -437,48 +423,30 @@ Return write_out(const core::OpDef& def, const at::Tensor& out, const at::Tensor
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   using namespace torchplug::scatter_detail;
-  torchplug::core::AllReductionOps::for_each([&](auto policy) {
+  namespace core = torchplug::core;
+  core::AllReductionOps::for_each([&](auto policy) {
     using Policy = decltype(policy);
-    m.impl(kScatter.of<Policy>(), [](const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                                     std::optional<c10::SymInt> dim_size) {
-      return scatter_autograd<Policy>(src, index, dim, std::move(dim_size));
-    });
+    m.impl(kScatter.of<Policy>(),
+           core::autograd_kernel<ScatterFunction<Policy, ScatterOp<Policy>>, Result<Policy>>(kScatter.of<Policy>()));
     m.impl(kScatterInplace.of<Policy>(), [](const at::Tensor& out, const at::Tensor& src,
                                             const at::Tensor& index, int64_t dim) {
       return scatter_inplace_autograd<Policy>(out, src, index, dim);
     });
-    m.impl(kSegmentCoo.of<Policy>(), [](const at::Tensor& src, const at::Tensor& index,
-                                        std::optional<c10::SymInt> dim_size) {
-      return scatter_autograd<Policy, SegmentCooOp<Policy>>(src, index, index.dim() - 1, std::move(dim_size),
-                                                            kSegmentCoo.of<Policy>().name().c_str());
-    });
+    m.impl(kSegmentCoo.of<Policy>(), &segment_coo_autograd<Policy>);
     m.impl(kSegmentCooInplace.of<Policy>(), [](const at::Tensor& out, const at::Tensor& src,
                                                const at::Tensor& index) {
       return scatter_inplace_autograd<Policy, SegmentCooOp<Policy>>(
           out, src, index, index.dim() - 1, kSegmentCoo.of<Policy>().name().c_str());
     });
-    m.impl(kSegmentCsr.of<Policy>(), &segment_csr_autograd<Policy>);
+    m.impl(kSegmentCsr.of<Policy>(),
+           core::autograd_kernel<SegmentCsrFunction<Policy>, Result<Policy>>(kSegmentCsr.of<Policy>()));
     m.impl(kSegmentCsrInplace.of<Policy>(), [](const at::Tensor& out, const at::Tensor& src,
                                                const at::Tensor& indptr) {
       return write_out<InplaceResult<Policy>>(kSegmentCsrInplace.of<Policy>(), out, src, indptr);
     });
   });
-  m.impl(kGatherCoo, [](const at::Tensor& src, const at::Tensor& index) {
-    torchplug::core::check_autograd_support(kGatherCoo.name().c_str(), {TORCHPLUG_ARG(src)});
-    if (!torchplug::core::records_grad(src)) {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      return call_gather_coo(src, index);
-    }
-    return GatherCooFunction::apply(src, index)[0];
-  });
-  m.impl(kGatherCsr, [](const at::Tensor& src, const at::Tensor& indptr, std::optional<c10::SymInt> dim_size) {
-    torchplug::core::check_autograd_support(kGatherCsr.name().c_str(), {TORCHPLUG_ARG(src)});
-    if (!torchplug::core::records_grad(src)) {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      return call_gather_csr(src, indptr, std::move(dim_size));
-    }
-    return GatherCsrFunction::apply(src, indptr, std::move(dim_size))[0];
-  });
+  m.impl(kGatherCoo, core::autograd_kernel<GatherCooFunction, at::Tensor>(kGatherCoo));
+  m.impl(kGatherCsr, core::autograd_kernel<GatherCsrFunction, at::Tensor>(kGatherCsr));
   m.impl(kGatherCsrInplace, [](const at::Tensor& out, const at::Tensor& src, const at::Tensor& indptr) {
     write_out<void>(kGatherCsrInplace, out, src, indptr);
   });

@@ -211,21 +211,11 @@ class SddmmFunction : public torch::autograd::Function<SddmmFunction> {
   }
 };
 
-at::Tensor sddmm_autograd(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                          bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  core::check_autograd_support(kSddmm.name().c_str(), {TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
-  if (!core::records_grad(a, b)) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_sddmm(rowptr, col, a, b, mean, colptr, row, perm);
-  }
-  return SddmmFunction::apply(rowptr, col, a, b, mean, colptr, row, perm)[0];
-}
-
 }  // namespace
 }  // namespace torchplug::spmm_detail
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
   using namespace torchplug::spmm_detail;
   SpmmOps::for_each([&](auto policy) { m.impl(kSpmm.of<decltype(policy)>(), &spmm_autograd<decltype(policy)>); });
-  m.impl(kSddmm, &sddmm_autograd);
+  m.impl(kSddmm, torchplug::core::autograd_kernel<SddmmFunction, at::Tensor>(kSddmm));
 }

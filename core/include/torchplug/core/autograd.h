@@ -31,6 +31,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 namespace torchplug::core {
@@ -70,6 +71,20 @@ void collect(NamedTensor* tensors, size_t& count, const c10::FunctionSchema& sch
   }
 }
 
+// An op's result from a Function's variable_list: its first output, or its
+// first two (an op returning (Tensor, Tensor), the second an arg).
+template <typename Result>
+Result as_result(const torch::autograd::variable_list& outputs);
+template <>
+inline at::Tensor as_result<at::Tensor>(const torch::autograd::variable_list& outputs) {
+  return outputs[0];
+}
+template <>
+inline std::tuple<at::Tensor, at::Tensor> as_result<std::tuple<at::Tensor, at::Tensor>>(
+    const torch::autograd::variable_list& outputs) {
+  return {outputs[0], outputs[1]};
+}
+
 template <typename Function, typename Signature>
 class AutogradKernel;
 
@@ -102,7 +117,11 @@ class AutogradKernel<Function, Result(Args...)> {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       return handle.call(args...);
     }
-    return Function::apply(args...);
+    if constexpr (std::is_same_v<decltype(Function::apply(args...)), Result>) {
+      return Function::apply(args...);
+    } else {
+      return as_result<Result>(Function::apply(args...));
+    }
   }
 
  private:
@@ -124,6 +143,8 @@ struct ForwardSignature;
 template <typename Result, typename... Args>
 struct ForwardSignature<Result (*)(torch::autograd::AutogradContext*, Args...)> {
   using type = Result(Args...);
+  template <typename OpResult>
+  using returning = OpResult(Args...);
 };
 
 }  // namespace autograd_detail
@@ -131,9 +152,15 @@ struct ForwardSignature<Result (*)(torch::autograd::AutogradContext*, Args...)> 
 // The Autograd kernel of `op` from a torch::autograd::Function whose static
 // forward(ctx, args...) takes the op's arguments as the dispatcher passes them
 // (const at::Tensor&, double, int64_t, ...).
-template <typename Function>
+//
+// A forward returning a variable_list (an op with an arg output, or one whose
+// outputs need mark_non_differentiable) names the op's result type:
+//   autograd_kernel<MaxFunction, std::tuple<at::Tensor, at::Tensor>>(kMax)
+template <typename Function, typename OpResult = void>
 auto autograd_kernel(const OpDef& op) {
-  using Signature = typename autograd_detail::ForwardSignature<decltype(&Function::forward)>::type;
+  using Forward = autograd_detail::ForwardSignature<decltype(&Function::forward)>;
+  using Signature = std::conditional_t<std::is_void_v<OpResult>, typename Forward::type,
+                                       typename Forward::template returning<OpResult>>;
   TORCH_CHECK(op.name().find("::") != std::string::npos,
               "torchplug: autograd_kernel needs a schema that names its namespace, got '", op.schema, "'");
   return autograd_detail::AutogradKernel<Function, Signature>(op.name());
