@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -456,6 +457,20 @@ def test_segment_l2norm_mixed_devices(segment_l2norm, cuda_device: str) -> None:
     src, indptr = segments(cuda_device, torch.float32, [2, 3], (2,))
     with pytest.raises(RuntimeError, match="example::segment_l2norm: expected all tensors on one device, .* argument 'indptr'"):
         segment_l2norm(src, indptr.cpu())
+
+
+# ------------------------------------------------------------------ bench
+
+
+def test_bench_runs(prefix: Path) -> None:
+    """bench.py at tiny sizes, on the CPU: every workload runs and its outputs
+    match the PyTorch alternative's."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run([sys.executable, str(HERE / "bench.py"), "--device", "cpu", "--nodes", "300",
+                             "--edges", "2000", "--repeats", "2"], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "edge_dot" in result.stdout and "segment_l2norm" in result.stdout
+    assert "WRONG" not in result.stdout, result.stdout
 
 
 # ------------------------------------------------------------------ C++ consumer
