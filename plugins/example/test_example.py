@@ -324,7 +324,9 @@ def random_lengths(n: int, most: int, seed: int) -> list[int]:
 # trailing dimension or two.
 @pytest.mark.parametrize("features", [(), (1,), (16,), (3, 5)], ids=str)
 @pytest.mark.parametrize("dtype", L2_DTYPES, ids=str)
-def test_segment_l2norm_matches_reference(segment_l2norm, device: str, dtype: torch.dtype, features) -> None:
+def test_segment_l2norm_matches_reference(
+    segment_l2norm, device: str, dtype: torch.dtype, features: tuple[int, ...]
+) -> None:
     src, indptr = segments(device, dtype, [3, 0, 1, 7, 0, 0, 12, 2], features)
     out = segment_l2norm(src, indptr)
     assert out.shape == (8, *features) and out.dtype == dtype and out.device == src.device
