@@ -1,12 +1,15 @@
 """The example plugin, built against the installed torchplug as a plugin outside
 this tree is (torchplug.jit.build_project), loaded with torchplug.load_plugin,
-and linked from a separate C++ project through its own CMake package."""
+and linked from a separate C++ project through its own CMake package: edge_dot,
+an op with kernels of its own, and segment_l2norm, an op on torchplug's
+reduction layer."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,7 +139,7 @@ def test_registry(prefix: Path) -> None:
 
 def test_load_again_does_nothing(prefix: Path) -> None:
     assert torchplug.load_plugin(prefix / "lib" / "libexample.so") == "example"
-    assert len([op for op in torchplug.registry() if op.namespace == "example"]) == 1
+    assert len([op for op in torchplug.registry() if op.namespace == "example"]) == 2
 
 
 def test_installed_layout(prefix: Path) -> None:
@@ -154,6 +157,16 @@ def test_cpu_only_build_needs_no_cuda(prefix: Path) -> None:
     needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
     assert any("libtorch_cpu.so" in line for line in needed)
     assert not any("libtorch_cuda" in line or "libc10_cuda" in line for line in needed), needed
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="no readelf")
+def test_depends_on_scatter(prefix: Path) -> None:
+    """DEPENDS scatter: segment_l2norm's backward calls torchplug::gather_csr
+    through the dispatcher, no symbol of the scatter plugin, yet the library
+    needs it, so that a C++ program linking the plugin loads it too."""
+    dynamic = subprocess.run(["readelf", "-d", str(prefix / "lib" / "libexample.so")],
+                             capture_output=True, text=True, check=True).stdout
+    assert any("(NEEDED)" in line and "[libtorchplug_scatter.so]" in line for line in dynamic.splitlines()), dynamic
 
 
 # ------------------------------------------------------------------ autograd
@@ -273,6 +286,193 @@ def test_cuda_index_out_of_range(edge_dot, cuda_device: str) -> None:
     torch.testing.assert_close(grad_y, expected_grads[1])
     with torchplug.checked(True), pytest.raises(IndexError, match="example::edge_dot: argument 'src'"):
         edge_dot(x, y, src, dst)
+
+
+# ------------------------------------------------------------------ segment_l2norm
+
+
+@pytest.fixture
+def segment_l2norm(prefix: Path):
+    return torch.ops.example.segment_l2norm
+
+
+L2_DTYPES = [torch.float32, torch.float64]
+
+
+def l2_reference(src: torch.Tensor, indptr: torch.Tensor) -> torch.Tensor:
+    """Plain PyTorch, in float64, rounded to src's dtype."""
+    squares = src.double().square()
+    return torch.segment_reduce(squares, "sum", offsets=indptr, axis=0).sqrt().to(src.dtype)
+
+
+def segments(device: str, dtype: torch.dtype, lengths: list[int], features: tuple[int, ...], seed: int = 0):
+    """src [sum(lengths), *features] and the indptr of segments of `lengths`."""
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randn(sum(lengths), *features, generator=generator).to(device, dtype)
+    indptr = torch.tensor([0, *lengths], device=device).cumsum(0)
+    return src, indptr
+
+
+def random_lengths(n: int, most: int, seed: int) -> list[int]:
+    """n lengths in [0, most], a fifth of them about 0 (empty segments)."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, most + 1, (n,), generator=generator)
+    return (lengths * (torch.rand(n, generator=generator) > 0.2)).tolist()
+
+
+# (): src [E]; (1,): F = 1; (16,), (3, 5): rows of several values, one
+# trailing dimension or two.
+@pytest.mark.parametrize("features", [(), (1,), (16,), (3, 5)], ids=str)
+@pytest.mark.parametrize("dtype", L2_DTYPES, ids=str)
+def test_segment_l2norm_matches_reference(
+    segment_l2norm, device: str, dtype: torch.dtype, features: tuple[int, ...]
+) -> None:
+    src, indptr = segments(device, dtype, [3, 0, 1, 7, 0, 0, 12, 2], features)
+    out = segment_l2norm(src, indptr)
+    assert out.shape == (8, *features) and out.dtype == dtype and out.device == src.device
+    torch.testing.assert_close(out, l2_reference(src, indptr))
+    assert (out[[1, 4, 5]] == 0).all()  # empty segments
+
+
+@pytest.mark.parametrize("dtype", L2_DTYPES, ids=str)
+def test_segment_l2norm_many_segments(segment_l2norm, device: str, dtype: torch.dtype) -> None:
+    """Enough values for every thread of the CPU pool, and long segments."""
+    for lengths, features in [(random_lengths(3000, 40, seed=1), (8,)), ([5000, 1, 20000, 0, 3], (3,))]:
+        src, indptr = segments(device, dtype, lengths, features, seed=2)
+        torch.testing.assert_close(segment_l2norm(src, indptr), l2_reference(src, indptr))
+
+
+def test_segment_l2norm_empty(segment_l2norm, device: str) -> None:
+    cases = {
+        "no segments": (torch.randn(0, 4, device=device), torch.zeros(1, dtype=torch.long, device=device)),
+        "no values": (torch.randn(0, 4, device=device), torch.zeros(3, dtype=torch.long, device=device)),
+        "no features": (torch.randn(5, 0, device=device), torch.tensor([0, 2, 5], device=device)),
+    }
+    for what, (src, indptr) in cases.items():
+        out = segment_l2norm(src, indptr)
+        assert out.shape == (indptr.numel() - 1, *src.shape[1:]), what
+        assert (out == 0).all(), what
+
+
+@pytest.mark.parametrize("dtype", L2_DTYPES, ids=str)
+def test_segment_l2norm_non_contiguous(segment_l2norm, device: str, dtype: torch.dtype) -> None:
+    src, indptr = segments(device, dtype, [4, 0, 9, 3], (6,), seed=3)
+    wide = torch.randn(16, 20, device=device).to(dtype)
+    views = {
+        "a column slice": wide[:, 3:9],
+        "transposed": src.t().contiguous().t(),
+        "expanded": src[:1].expand(16, 6),
+        "indptr strided": src,
+    }
+    for what, view in views.items():
+        offsets = indptr.repeat_interleave(2)[::2] if what == "indptr strided" else indptr
+        torch.testing.assert_close(segment_l2norm(view, offsets), l2_reference(view, indptr), msg=what)
+
+
+def test_segment_l2norm_gradcheck(segment_l2norm, device: str) -> None:
+    src, indptr = segments(device, torch.float64, [3, 0, 1, 4, 2], (3,), seed=4)
+    src[4:8, 1] = 0  # a segment of zeros in one column: its gradient is 0
+    src.requires_grad_()
+    assert torch.autograd.gradcheck(segment_l2norm, (src, indptr))
+    # Second derivatives where the norm is smooth (not at 0).
+    src = segments(device, torch.float64, [3, 0, 1, 4, 2], (3,), seed=5)[0].requires_grad_()
+    assert torch.autograd.gradgradcheck(segment_l2norm, (src, indptr))
+
+
+@pytest.mark.parametrize("dtype", L2_DTYPES, ids=str)
+def test_segment_l2norm_gradients_match_reference(segment_l2norm, device: str, dtype: torch.dtype) -> None:
+    """Against torch.linalg.vector_norm per segment, a segment of zeros included."""
+    lengths = [5, 0, 2, 8, 1]
+    src, indptr = segments(device, dtype, lengths, (4,), seed=6)
+    src[7:15, 2] = 0
+    src.requires_grad_()
+    grad_out = torch.randn(len(lengths), 4, device=device, dtype=dtype)
+    (grad,) = torch.autograd.grad(segment_l2norm(src, indptr), src, grad_out)
+    expected = torch.stack([torch.linalg.vector_norm(part, dim=0) for part in src.split(lengths)])
+    (expected_grad,) = torch.autograd.grad(expected, src, grad_out)
+    assert grad.isfinite().all()
+    torch.testing.assert_close(grad, expected_grad)
+
+
+def test_segment_l2norm_registry(prefix: Path) -> None:
+    (info,) = [op for op in torchplug.registry() if op.qualified_name == "example::segment_l2norm"]
+    assert info.plugin == "example" and info.schema == "segment_l2norm(Tensor src, Tensor indptr) -> Tensor"
+    assert {"CPU", "Meta"} <= set(info.backends)
+    assert ("CUDA" in info.backends) == torchplug.with_cuda
+    assert info.differentiable and set(info.dtypes) == {"Float", "Double"} and info.doc
+
+
+@pytest.mark.parametrize(
+    "test_util",
+    ["test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_static",
+     "test_aot_dispatch_dynamic"],
+)
+def test_segment_l2norm_opcheck(segment_l2norm, device: str, test_util: str) -> None:
+    src, indptr = segments(device, torch.float32, [2, 0, 3, 1], (5,), seed=7)
+    for args in [(src, indptr), (src.clone().requires_grad_(), indptr)]:
+        result = opcheck(segment_l2norm.default, args, test_utils=test_util)
+        assert result[test_util] == "SUCCESS", result
+
+
+def test_segment_l2norm_errors_name_op_and_argument(segment_l2norm, device: str) -> None:
+    src, indptr = segments(device, torch.float32, [2, 0, 3], (4,))
+    op = "example::segment_l2norm"
+    cases = [
+        ((src.half(), indptr), RuntimeError, f"{op}: argument 'src' has unsupported dtype Half"),
+        ((src, indptr.int()), RuntimeError, f"{op}: argument 'indptr' must be an int64 tensor, got Int"),
+        ((src[0, 0], indptr), RuntimeError, f"{op}: argument 'src' must have at least one dimension"),
+        ((src, indptr.view(1, -1)), RuntimeError, rf"{op}: argument 'indptr' must be 1-D \[N \+ 1\]"),
+        ((src, indptr[:0]), RuntimeError, rf"{op}: argument 'indptr' must be 1-D \[N \+ 1\] with N >= 0, got shape \[0\]"),
+    ]
+    for args, error, message in cases:
+        with pytest.raises(error, match=message):
+            segment_l2norm(*args)
+
+
+def test_segment_l2norm_bad_indptr_raises_on_cpu(segment_l2norm) -> None:
+    src = torch.randn(5, 2)
+    op = "example::segment_l2norm"
+    cases = {
+        (1, 3, 5): f"{op}: argument 'indptr' must start at 0, got 1",
+        (0, 3, 2, 5): f"{op}: argument 'indptr' must not decrease",
+        (0, 3, 4): rf"{op}: argument 'indptr' must end at src.size\(0\) \(5\), got 4",
+        (0, 3, 6): rf"{op}: argument 'indptr' must end at src.size\(0\) \(5\), got 6",
+    }
+    for indptr, message in cases.items():
+        with pytest.raises(IndexError, match=message):
+            segment_l2norm(src, torch.tensor(indptr))
+
+
+def test_segment_l2norm_cuda_indptr(segment_l2norm, cuda_device: str) -> None:
+    """Outside checked mode indptr's values are clamped into [0, E], nothing is
+    read out of bounds; in checked mode a bad one raises as on the CPU."""
+    src = torch.randn(5, 2, device=cuda_device)
+    indptr = torch.tensor([0, 3, 9], device=cuda_device)
+    with torchplug.checked(False):
+        out = segment_l2norm(src, indptr)
+    torch.testing.assert_close(out, l2_reference(src, torch.tensor([0, 3, 5], device=cuda_device)))
+    with torchplug.checked(True), pytest.raises(IndexError, match="example::segment_l2norm: argument 'indptr'"):
+        segment_l2norm(src, indptr)
+
+
+def test_segment_l2norm_mixed_devices(segment_l2norm, cuda_device: str) -> None:
+    src, indptr = segments(cuda_device, torch.float32, [2, 3], (2,))
+    with pytest.raises(RuntimeError, match="example::segment_l2norm: expected all tensors on one device, .* argument 'indptr'"):
+        segment_l2norm(src, indptr.cpu())
+
+
+# ------------------------------------------------------------------ bench
+
+
+def test_bench_runs(prefix: Path) -> None:
+    """bench.py at tiny sizes, on the CPU: every workload runs and its outputs
+    match the PyTorch alternative's."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run([sys.executable, str(HERE / "bench.py"), "--device", "cpu", "--nodes", "300",
+                             "--edges", "2000", "--repeats", "2"], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "edge_dot" in result.stdout and "segment_l2norm" in result.stdout
+    assert "WRONG" not in result.stdout, result.stdout
 
 
 # ------------------------------------------------------------------ C++ consumer
