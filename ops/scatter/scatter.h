@@ -88,10 +88,10 @@ at::Tensor segment_sum_coo(const at::Tensor& src, const at::Tensor& index,
                            const std::optional<at::Tensor>& out = std::nullopt,
                            std::optional<int64_t> dim_size = std::nullopt);
 at::Tensor segment_mean_csr(const at::Tensor& src, const at::Tensor& indptr,
-                           const std::optional<at::Tensor>& out = std::nullopt);
+                            const std::optional<at::Tensor>& out = std::nullopt);
 at::Tensor segment_mean_coo(const at::Tensor& src, const at::Tensor& index,
-                           const std::optional<at::Tensor>& out = std::nullopt,
-                           std::optional<int64_t> dim_size = std::nullopt);
+                            const std::optional<at::Tensor>& out = std::nullopt,
+                            std::optional<int64_t> dim_size = std::nullopt);
 at::Tensor segment_mul_csr(const at::Tensor& src, const at::Tensor& indptr,
                            const std::optional<at::Tensor>& out = std::nullopt);
 at::Tensor segment_mul_coo(const at::Tensor& src, const at::Tensor& index,
