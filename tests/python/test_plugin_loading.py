@@ -175,3 +175,25 @@ def test_found_by_name_on_the_plugin_path(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_a_build_error_is_reported() -> None:
     with pytest.raises(PluginError, match=r"building plugin 'loading_broken' failed(.|\n)*not_a_type"):
         torchplug.load_inline("loading_broken", HEADER + "not_a_type x;\n")
+
+
+def test_torch_registration_macros_do_not_compile_in_a_plugin() -> None:
+    """Torch's blocks register while their library is opened, where a clash
+    (torchplug's own add, here) aborts the process: a plugin built by the SDK
+    is refused at compile time, pointing at the guarded blocks."""
+    source = HEADER + """
+namespace { at::Tensor wrong_add(const at::Tensor& a, const at::Tensor&) { return at::empty_like(a).fill_(-1); } }
+TORCH_LIBRARY(loading_torch_macros, m) { m.def("twice(Tensor x) -> Tensor"); }
+TORCH_LIBRARY_FRAGMENT(torchplug, m) { m.def("add(Tensor a, Tensor b) -> Tensor"); }
+TORCH_LIBRARY_IMPL(torchplug, CPU, m) { m.impl("add", &wrong_add); }
+"""
+    with pytest.raises(PluginError, match="building plugin 'loading_torch_macros' failed") as error:
+        torchplug.load_inline("loading_torch_macros", source)
+    for macro, instead in [("TORCH_LIBRARY", "TORCHPLUG_LIBRARY(ns, m)"),
+                           ("TORCH_LIBRARY_FRAGMENT", "TORCHPLUG_LIBRARY(ns, m)"),
+                           ("TORCH_LIBRARY_IMPL", "TORCHPLUG_LIBRARY_IMPL(ns, key, m)")]:
+        assert (f"{macro} registers outside torchplug.load_plugin's guard, where a clash aborts the process: "
+                f"a torchplug plugin registers with {instead}") in str(error.value)
+    assert not hasattr(torch.ops.loading_torch_macros, "twice")
+    assert_add_untouched()
+
