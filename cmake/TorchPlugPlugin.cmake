@@ -13,10 +13,9 @@
 # It links torchplug::core, compiles the CPU sources with torch's OpenMP (else
 # at::parallel_for runs on one thread) and the CUDA sources only where the
 # package was built with CUDA kernels, for its architectures; a plugin without
-# CUDA sources does not need libtorch_cuda. DEPENDS names the torchplug plugins
-# whose ops it calls: they load wherever this plugin loads, from Python or in a
-# C++ program, even when it links no symbol of theirs. TESTS: GoogleTest suites
-# (this tree).
+# CUDA sources does not need libtorch_cuda. DEPENDS names torchplug plugins
+# whose ops it calls through the dispatcher (composite on scatter): their
+# libraries load with it; TESTS, GoogleTest suites (this tree).
 function(torchplug_add_plugin name)
   cmake_parse_arguments(PLUGIN "" "HEADER" "SOURCES;CUDA_SOURCES;TESTS;DEPENDS" ${ARGN})
   if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
@@ -44,27 +43,22 @@ function(torchplug_add_plugin name)
     list(APPEND _sources ${PLUGIN_CUDA_SOURCES})
     set(_torch torch)
   endif()
-  # The manifest, read by torchplug.load_plugin from the file before it loads
-  # the library. The plugin refers to the manifest of each plugin it DEPENDS
-  # on, so that the linker records that library as needed (DT_NEEDED): linking
-  # as needed drops a library none of whose symbols is used, and a plugin that
-  # calls another's ops through the dispatcher uses none.
-  set(_depends "")
-  foreach(_dependency IN LISTS PLUGIN_DEPENDS)
-    string(APPEND _depends "extern \"C\" const char torchplug_plugin_manifest_${_dependency}[];\n"
-           "extern \"C\" __attribute__((used, visibility(\"default\"))) const char* const "
-           "torchplug_plugin_${name}_needs_${_dependency} = torchplug_plugin_manifest_${_dependency};\n")
-  endforeach()
+  # Read by torchplug.load_plugin from the file, before it loads the library.
   file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/${name}_manifest.cpp CONTENT [[
 #include <torch/headeronly/version.h>
 extern "C" __attribute__((used, visibility("default"))) const char torchplug_plugin_manifest_@name@[] =
     "torchplug-plugin;name=@name@;torch=" TORCH_VERSION ";torchplug=@TorchPlug_VERSION@;";
-@_depends@]] @ONLY)
+]] @ONLY)
 
   add_library(${_target} SHARED ${_sources})
   add_library(${_alias} ALIAS ${_target})
+  # A plugin named in DEPENDS is called through the dispatcher, with no symbol
+  # of its library used: linked as needed, a C++ program would never load it.
   list(TRANSFORM PLUGIN_DEPENDS PREPEND torchplug::)
-  target_link_libraries(${_target} PUBLIC torchplug::core ${PLUGIN_DEPENDS} PRIVATE ${_torch} ${TORCHPLUG_OPENMP_LIBRARIES})
+  if(PLUGIN_DEPENDS)
+    set(PLUGIN_DEPENDS -Wl,--push-state,--no-as-needed ${PLUGIN_DEPENDS} -Wl,--pop-state)
+  endif()
+  target_link_libraries(${_target} PUBLIC torchplug::core PRIVATE ${PLUGIN_DEPENDS} ${_torch} ${TORCHPLUG_OPENMP_LIBRARIES})
   target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${TORCHPLUG_OPENMP_FLAGS}>)
   target_compile_definitions(${_target} PRIVATE TORCHPLUG_PLUGIN_NAME="${name}")
   # Refuses torch's registration macros, whose clashes abort the process.
