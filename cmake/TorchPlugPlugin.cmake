@@ -61,6 +61,8 @@ extern "C" __attribute__((used, visibility("default"))) const char torchplug_plu
   target_link_libraries(${_target} PUBLIC torchplug::core PRIVATE ${PLUGIN_DEPENDS} ${_torch} ${TORCHPLUG_OPENMP_LIBRARIES})
   target_compile_options(${_target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${TORCHPLUG_OPENMP_FLAGS}>)
   target_compile_definitions(${_target} PRIVATE TORCHPLUG_PLUGIN_NAME="${name}")
+  # Refuses torch's registration macros, whose clashes abort the process.
+  target_compile_options(${_target} PRIVATE "SHELL:-include torchplug/core/plugin_prelude.h")
   # Symbols of static archives stay private to the plugin: where the toolchain
   # links libstdc++ statically (the GPU machine's), another library binding to
   # this copy crashes every error path. This tree sets it for all its targets.

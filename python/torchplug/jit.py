@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -36,6 +36,7 @@ from ._loader import PluginError, load_plugin
 
 _CUDA_SUFFIXES = (".cu", ".cuh")
 _BUILD_SUFFIXES = (".cmake", ".in", ".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
+_HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -188,18 +189,31 @@ def load_inline(
     cpp_sources: str | Sequence[str],
     cuda_sources: str | Sequence[str] = (),
     *,
+    headers: Mapping[str, str] | None = None,
     cmake_args: Sequence[str] = (),
     verbose: bool = False,
 ) -> str:
-    """:func:`load` with the sources given as strings (one file per string)."""
+    """:func:`load` with the sources given as strings (one file per string).
+
+    ``headers`` maps file names to the text of headers the sources share
+    (``{"common.h": TEXT}``): they are written beside the sources, which
+    include them as ``#include "common.h"``, C++ and CUDA sources alike, and
+    they are part of the cache key.
+    """
     if isinstance(cpp_sources, str):
         cpp_sources = [cpp_sources]
     if isinstance(cuda_sources, str):
         cuda_sources = [cuda_sources]
     if not name.isidentifier():
         raise ValueError(f"torchplug.load_inline: name must be an identifier, got '{name}'")
-    texts = {f"{name}_{i}.cpp": s for i, s in enumerate(cpp_sources)}
-    texts.update({f"{name}_cuda_{i}.cu": s for i, s in enumerate(cuda_sources)})
+    headers = dict(headers or {})
+    for filename in headers:
+        if Path(filename).name != filename or Path(filename).suffix not in _HEADER_SUFFIXES:
+            raise ValueError(f"torchplug.load_inline: plugin '{name}': argument 'headers' takes file names ending in "
+                             f"{', '.join(_HEADER_SUFFIXES)}, got '{filename}'")
+    sources = {f"{name}_{i}.cpp": s for i, s in enumerate(cpp_sources)}
+    sources.update({f"{name}_cuda_{i}.cu": s for i, s in enumerate(cuda_sources)})
+    texts = {**headers, **sources}
     key = _fingerprint({k: v.encode() for k, v in texts.items()}, [name])
     sources_dir = cache_dir() / "inline" / f"{name}-{key}"
     with _locked(sources_dir):
@@ -208,4 +222,4 @@ def load_inline(
             target = sources_dir / filename
             if not target.is_file() or target.read_text() != text:
                 target.write_text(text)
-    return load(name, [sources_dir / f for f in texts], cmake_args=cmake_args, verbose=verbose)
+    return load(name, [sources_dir / f for f in sources], cmake_args=cmake_args, verbose=verbose)

@@ -4,6 +4,7 @@ plugin against the installed SDK once and load it from the cache after."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -175,3 +176,91 @@ def test_found_by_name_on_the_plugin_path(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_a_build_error_is_reported() -> None:
     with pytest.raises(PluginError, match=r"building plugin 'loading_broken' failed(.|\n)*not_a_type"):
         torchplug.load_inline("loading_broken", HEADER + "not_a_type x;\n")
+
+
+def test_torch_registration_macros_do_not_compile_in_a_plugin() -> None:
+    """Torch's blocks register while their library is opened, where a clash
+    (torchplug's own add, here) aborts the process: a plugin built by the SDK
+    is refused at compile time, pointing at the guarded blocks."""
+    source = HEADER + """
+namespace { at::Tensor wrong_add(const at::Tensor& a, const at::Tensor&) { return at::empty_like(a).fill_(-1); } }
+TORCH_LIBRARY(loading_torch_macros, m) { m.def("twice(Tensor x) -> Tensor"); }
+TORCH_LIBRARY_FRAGMENT(torchplug, m) { m.def("add(Tensor a, Tensor b) -> Tensor"); }
+TORCH_LIBRARY_IMPL(torchplug, CPU, m) { m.impl("add", &wrong_add); }
+"""
+    with pytest.raises(PluginError, match="building plugin 'loading_torch_macros' failed") as error:
+        torchplug.load_inline("loading_torch_macros", source)
+    for macro, instead in [("TORCH_LIBRARY", "TORCHPLUG_LIBRARY(ns, m)"),
+                           ("TORCH_LIBRARY_FRAGMENT", "TORCHPLUG_LIBRARY(ns, m)"),
+                           ("TORCH_LIBRARY_IMPL", "TORCHPLUG_LIBRARY_IMPL(ns, key, m)")]:
+        assert (f"{macro} registers outside torchplug.load_plugin's guard, where a clash aborts the process: "
+                f"a torchplug plugin registers with {instead}") in str(error.value)
+    assert not hasattr(torch.ops.loading_torch_macros, "twice")
+    assert_add_untouched()
+
+
+SHARED_HEADER = """#pragma once
+#include <torchplug/core/library.h>
+inline const torchplug::core::OpDef kThrice{"loading_headers::thrice(Tensor x) -> Tensor", {at::kFloat}, "3 x"};
+constexpr float kFactor = 3;
+"""
+THRICE_CPP = """#include "shared.h"
+#include <ATen/TensorOperators.h>
+namespace { at::Tensor thrice_cpu(const at::Tensor& x) { kThrice.check_dtypes({TORCHPLUG_ARG(x)}); return x * kFactor; } }
+TORCHPLUG_LIBRARY(loading_headers, m) { m.define(kThrice); }
+TORCHPLUG_LIBRARY_IMPL(loading_headers, CPU, m) { m.impl("thrice", &thrice_cpu); }
+"""
+THRICE_CUDA = """#include "shared.h"
+#include <torchplug/core/launch.cuh>
+#include <ATen/ops/empty_like.h>
+namespace {
+__global__ void thrice_kernel(int64_t n, const float* x, float* out) {
+  TORCHPLUG_GRID_STRIDE_LOOP(i, n) { out[i] = x[i] * kFactor; }
+}
+at::Tensor thrice_cuda(const at::Tensor& x) {
+  kThrice.check_dtypes({TORCHPLUG_ARG(x)});
+  const c10::cuda::CUDAGuard guard(x.device());
+  const auto in = x.contiguous();
+  auto out = at::empty_like(in);
+  torchplug::core::launch(thrice_kernel, in.numel(), in.numel(), in.const_data_ptr<float>(),
+                          out.mutable_data_ptr<float>());
+  return out;
+}
+}  // namespace
+TORCHPLUG_LIBRARY_IMPL(loading_headers, CUDA, m) { m.impl("thrice", &thrice_cuda); }
+"""
+
+
+def test_inline_sources_share_a_header() -> None:
+    """The C++ and the CUDA source include one header, which declares the op
+    and the factor both kernels apply. Without CUDA kernels in torchplug the
+    CUDA source is left out, with a warning."""
+    built_without_cuda = (contextlib.nullcontext() if torchplug.with_cuda
+                          else pytest.warns(UserWarning, match="built without its .cu sources"))
+    with built_without_cuda:
+        torchplug.load_inline("loading_headers", THRICE_CPP, THRICE_CUDA, headers={"shared.h": SHARED_HEADER})
+    (info,) = [i for i in torchplug.registry() if i.namespace == "loading_headers"]
+    assert set(info.backends) == ({"CPU", "CUDA"} if torchplug.with_cuda else {"CPU"})
+    devices = ["cpu", "cuda"] if torchplug.with_cuda and torch.cuda.is_available() else ["cpu"]
+    for device in devices:
+        x = torch.arange(5.0, device=device)
+        torch.testing.assert_close(torch.ops.loading_headers.thrice(x), x * 3, rtol=0, atol=0)
+
+
+def test_inline_headers_are_part_of_the_cache_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An edited header builds anew: it is written to a new source folder, whose files key the build."""
+    monkeypatch.setenv("TORCHPLUG_CACHE_DIR", str(tmp_path))
+    sources = []
+    monkeypatch.setattr(torchplug.jit, "load", lambda name, paths, **_: sources.append(paths) or name)
+    for value in ("1", "2"):
+        torchplug.load_inline("loading_key", '#include "value.h"\n', headers={"value.h": f"constexpr int kValue = {value};"})
+    (first,), (second,) = sources
+    assert first.parent != second.parent
+    assert (second.parent / "value.h").read_text() == "constexpr int kValue = 2;"
+    assert first.read_text() == second.read_text() == '#include "value.h"\n'
+
+
+@pytest.mark.parametrize("filename", ["include/value.h", "value.txt", "../value.h"])
+def test_inline_header_names_are_file_names(filename: str) -> None:
+    with pytest.raises(ValueError, match=rf"plugin 'loading_names': argument 'headers' takes file names .*'{filename}'"):
+        torchplug.load_inline("loading_names", "", headers={filename: ""})

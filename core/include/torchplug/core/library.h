@@ -1,7 +1,7 @@
 #pragma once
 
-// How a plugin registers its ops, in place of TORCH_LIBRARY_FRAGMENT and
-// TORCH_LIBRARY_IMPL:
+// How a plugin registers its ops, in place of TORCH_LIBRARY, TORCH_LIBRARY_FRAGMENT
+// and TORCH_LIBRARY_IMPL (which torchplug_add_plugin refuses, plugin_prelude.h):
 //
 //   const torchplug::core::OpDef kScaleAdd{"myplug::scale_add(Tensor a, Tensor b) -> Tensor",
 //                                          {at::kFloat, at::kDouble}, "a + 2 b"};
