@@ -2,20 +2,22 @@
 # The benchmark of an earlier tree and of this one, side by side on one
 # machine (how docs/benchmarks.md's before/after tables are taken):
 #
-#   scripts/compare_builds.sh OLD_TREE OUT_DIR DEVICE [ROUNDS]
+#   scripts/compare_builds.sh OLD_TREE OUT_DIR DEVICE [ROUNDS [BENCH_ARGS...]]
 #
 # OLD_TREE is a copy of the earlier sources (git archive REF | tar -x -C DIR).
 # Both are built with scripts/dev.sh (no package installs); then the two
 # builds' `python -m torchplug.bench --device DEVICE` run in turn, ROUNDS
-# times each (default 2), so that drift of the machine hits both alike.
+# times each (default 2), so that drift of the machine hits both alike;
+# BENCH_ARGS go to every bench run (--quick, say).
 # OUT_DIR gets each run's JSON and table, and compare.md (scripts/compare_builds.py).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OLD="$(cd "${1:?usage: scripts/compare_builds.sh OLD_TREE OUT_DIR DEVICE [ROUNDS]}" && pwd)"
+OLD="$(cd "${1:?usage: scripts/compare_builds.sh OLD_TREE OUT_DIR DEVICE [ROUNDS [BENCH_ARGS...]]}" && pwd)"
 OUT="${2:?OUT_DIR}"
 DEVICE="${3:?DEVICE (cpu or cuda)}"
 ROUNDS="${4:-2}"
+BENCH_ARGS=("${@:5}")
 mkdir -p "$OUT"
 export TORCHPLUG_SKIP_DEPS=1 PYTHONUNBUFFERED=1
 
@@ -28,7 +30,7 @@ done
 for round in $(seq "$ROUNDS"); do
   for build in before after; do
     tree="$ROOT"; [[ "$build" == before ]] && tree="$OLD"
-    (cd "$OUT" && PYTHONPATH="$tree/build/install" python3 -m torchplug.bench --device "$DEVICE" \
+    (cd "$OUT" && PYTHONPATH="$tree/build/install" python3 -m torchplug.bench --device "$DEVICE" "${BENCH_ARGS[@]}" \
       --json "$OUT/$build-$DEVICE-$round.json" > "$OUT/$build-$DEVICE-$round.txt")
   done
 done
