@@ -183,7 +183,7 @@ def test_guard_rejects_a_wrong_output_and_accepts_a_reordered_sum() -> None:
 
 @pytest.mark.parametrize("before", [False, True])
 def test_checked_candidate_turns_checks_on_and_restores_them(before: bool) -> None:
-    from torchplug.bench.candidates import _checked
+    from torchplug.bench.candidates import checked as _checked
 
     def boom() -> torch.Tensor:
         raise ValueError("boom")
@@ -198,7 +198,7 @@ def test_checked_candidate_turns_checks_on_and_restores_them(before: bool) -> No
 
 def _scatter_lineup_names(device: str) -> list[str]:
     from torchplug.bench.candidates import lineup
-    from torchplug.bench.workloads import ScatterWorkload
+    from torchplug.ops.scatter.scatter_bench import ScatterWorkload
 
     return [c.name for c in lineup(ScatterWorkload(1000, 4, 50), torch.device(device)).candidates]
 
