@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+#: The op folders: every ops/<family>/ with a CMakeLists.txt, as CMake finds them.
+OP_DIRS = sorted(p.parent for p in (Path(__file__).resolve().parent / "ops").glob("*/CMakeLists.txt"))
+# On the path, so that the suites import each family's op-table rows
+# (<family>_rows.py) and references (<family>_reference.py) by name.
+sys.path[:0] = [str(folder) for folder in OP_DIRS]
 
 #: Devices the op suites run on: always the CPU, CUDA where a GPU is present.
 DEVICES = [

@@ -15,12 +15,11 @@ import torch
 from torch import Tensor
 
 import torchplug
+from op_table import TOLERANCE
 
 inf = float("inf")
 SOFTMAX_OPS = {"softmax": (torchplug.scatter_softmax, torch.softmax),
                "log_softmax": (torchplug.scatter_log_softmax, torch.log_softmax)}
-TOLERANCE = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2), torch.float32: (1e-5, 1e-5),
-             torch.float64: (1e-10, 1e-10)}
 
 
 def _groups(index: Tensor, src: Tensor, dim: int, n: int):

@@ -12,10 +12,10 @@ import torch
 
 import torchplug
 from scatter_reference import broadcast_index
+from torchplug._reductions import BY_NAME, REDUCTIONS as TABLE
 
-REDUCTIONS = ["sum", "mean", "mul", "min", "max"]
+REDUCTIONS = [r.name for r in TABLE]
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64]
-AMAX = {"sum": "sum", "mean": "mean", "mul": "prod", "min": "amin", "max": "amax"}
 
 
 def make_src(shape, dtype: torch.dtype, reduce: str, device: str) -> torch.Tensor:
@@ -49,7 +49,7 @@ def reference(src: torch.Tensor, index: torch.Tensor, dim: int, n: int, reduce: 
             result = total / count.clamp(min=1)
         return result, None
     base = torch.zeros(shape, dtype=wide) if out is None else out.cpu().to(wide)
-    result = base.scatter_reduce(dim, full, values, AMAX[reduce], include_self=out is not None)
+    result = base.scatter_reduce(dim, full, values, BY_NAME[reduce].native, include_self=out is not None)
     if out is None:
         empty = 1 if reduce == "mul" else 0
         result = torch.where(count == 0, torch.full_like(result, empty), result)
@@ -171,7 +171,7 @@ def test_mul_gradient_with_zeros(device: str) -> None:
 
 def test_unknown_reduce(device: str) -> None:
     src = torch.randn(4, 2, device=device)
-    with pytest.raises(ValueError, match="reduce must be one of"):
+    with pytest.raises(ValueError, match="argument 'reduce' must be one of"):
         torchplug.scatter(src, torch.zeros(4, dtype=torch.long, device=device), 0, reduce="median")
 
 

@@ -169,5 +169,5 @@ def test_errors_name_op_and_argument() -> None:
         torchplug.gather_csr(src, torch.tensor([0, 6]))
     with pytest.raises(IndexError, match="torchplug::gather_coo: argument 'index' holds the value 6"):
         torchplug.gather_coo(src, torch.tensor([0, 6]))
-    with pytest.raises(ValueError, match="torchplug.segment_csr: reduce must be one of"):
+    with pytest.raises(ValueError, match="torchplug.segment_csr: argument 'reduce' must be one of"):
         torchplug.segment_csr(src, torch.tensor([0, 6]), reduce="std")

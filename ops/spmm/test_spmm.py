@@ -14,11 +14,11 @@ import torch
 from torch import Tensor
 
 import torchplug
+from op_table import TOLERANCE
 from spmm_reference import spmm_reference
+from torchplug._reductions import implemented
 
-REDUCES = ("sum", "mean", "min", "max")
-TOLERANCE = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2), torch.float32: (1e-5, 1e-5),
-             torch.float64: (1e-10, 1e-10)}
+REDUCES = tuple(r.name for r in implemented(vars(torchplug), "spmm_{}"))
 
 
 def graph(M: int, N: int, nnz: int, g: torch.Generator, hub: int = 0):

@@ -22,44 +22,9 @@ load_builtin_plugins()
 
 from ._C import __version__, with_cuda  # noqa: E402
 from .checks import checked, checks_enabled, set_checks, validates_indices  # noqa: E402
-from .composite import (  # noqa: E402
-    scatter_log_softmax,
-    scatter_logsumexp,
-    scatter_softmax,
-    scatter_std,
-    softmax_csr,
-)
-from .functional import add  # noqa: E402
 from .jit import load, load_inline  # noqa: E402
+from .ops import family_modules  # noqa: E402
 from .registry import OpInfo, registry  # noqa: E402
-from .scatter import (  # noqa: E402
-    scatter,
-    scatter_add,
-    scatter_max,
-    scatter_mean,
-    scatter_min,
-    scatter_mul,
-    scatter_sum,
-)
-from .spmm import sddmm, spmm, spmm_max, spmm_mean, spmm_min, spmm_sum, spmm_transpose  # noqa: E402
-from .segment import (  # noqa: E402
-    gather_coo,
-    gather_csr,
-    segment_add_coo,
-    segment_add_csr,
-    segment_coo,
-    segment_csr,
-    segment_max_coo,
-    segment_max_csr,
-    segment_mean_coo,
-    segment_mean_csr,
-    segment_min_coo,
-    segment_min_csr,
-    segment_mul_coo,
-    segment_mul_csr,
-    segment_sum_coo,
-    segment_sum_csr,
-)
 
 #: Directory to put on ``CMAKE_PREFIX_PATH`` for ``find_package(TorchPlug)``.
 cmake_prefix_path: str = str(Path(__file__).resolve().parent)
@@ -68,54 +33,31 @@ __all__ = [
     "OpInfo",
     "PluginError",
     "__version__",
-    "add",
     "checked",
     "checks_enabled",
     "cmake_prefix_path",
-    "gather_coo",
-    "gather_csr",
     "load",
     "load_inline",
     "load_plugin",
     "loaded_plugins",
     "registry",
-    "scatter",
-    "scatter_add",
-    "scatter_log_softmax",
-    "scatter_logsumexp",
-    "scatter_max",
-    "scatter_mean",
-    "scatter_min",
-    "scatter_mul",
-    "scatter_softmax",
-    "scatter_std",
-    "scatter_sum",
-    "segment_add_coo",
-    "segment_add_csr",
-    "segment_coo",
-    "segment_csr",
-    "segment_max_coo",
-    "segment_max_csr",
-    "segment_mean_coo",
-    "segment_mean_csr",
-    "segment_min_coo",
-    "segment_min_csr",
-    "segment_mul_coo",
-    "segment_mul_csr",
-    "segment_sum_coo",
-    "segment_sum_csr",
-    "sddmm",
     "set_checks",
-    "softmax_csr",
-    "spmm",
-    "spmm_max",
-    "spmm_mean",
-    "spmm_min",
-    "spmm_sum",
-    "spmm_transpose",
     "validates_indices",
     "with_cuda",
 ]
+
+# Every op family's friendly functions (ops/<family>/*.py, installed as
+# torchplug.ops.<family>), and each module by its name where no function has
+# it (torchplug.composite, torchplug.segment).
+for _module in family_modules():
+    for _name in _module.__all__:
+        if _name in globals():
+            raise ImportError(f"torchplug: '{_name}' of {_module.__name__} is defined twice")
+        globals()[_name] = getattr(_module, _name)
+        __all__.append(_name)
+    globals().setdefault(_module.__name__.rsplit(".", 1)[-1], _module)
+__all__.sort()
+del _module, _name
 
 
 def __getattr__(name: str):

@@ -109,7 +109,7 @@ def test_script_scatter_unknown_reduce_raises(device: str) -> None:
     torch.manual_seed(3)
     x, _, _, dst = _graph_inputs(device)
     src = torch.randn(dst.numel(), 2, device=device)
-    with pytest.raises(Exception, match="reduce must be one of"):
+    with pytest.raises(Exception, match="argument 'reduce' must be one of"):
         scripted_scatter(src, dst, 0, None, None, "median")
 
 

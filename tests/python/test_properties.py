@@ -67,9 +67,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import torchplug
-from op_table import ROWS, OpRow, Sample, assert_bitwise, rows_param, scatter_rows_param, values as row_values
+from composite_rows import IndexCompositeRow
+from op_table import ROWS, OpRow, Sample, assert_bitwise, rows_param, values as row_values
 from scatter_reference import (Reduced, assert_reduced_close, broadcast_index, default_dim_size, gamma,
                                reduce_grad_reference, reduce_reference, ulp)
+from scatter_rows import SEGMENT_ROWS, scatter_rows_param
 
 # The `device` fixture (conftest.py) is function scoped; hypothesis warns that it
 # is not reset between examples. It is a plain string, so that is harmless.
@@ -596,7 +598,7 @@ def segment_cases(draw) -> dict:
     )
 
 
-@pytest.mark.parametrize("row", rows_param([r for r in ROWS if r.kind in ("segment_csr", "segment_coo")]))
+@pytest.mark.parametrize("row", rows_param(SEGMENT_ROWS))
 @settings(max_examples=60, **PROPERTY)
 @given(case=segment_cases())
 def test_segment_matches_reference(row: OpRow, case: dict, device: str) -> None:
@@ -605,29 +607,24 @@ def test_segment_matches_reference(row: OpRow, case: dict, device: str) -> None:
     segment belonging to none (csr) or to the last slot (coo: no gaps)."""
     g = generator(case["seed"])
     dim = min(case["dim"], case["rank"] - 1)
-    E = sum(case["lengths"]) + (case["tail"] if row.kind == "segment_csr" else 0)
+    E = sum(case["lengths"]) + (case["tail"] if row.past_last_segment else 0)
     shape = [case["slices"]] * dim + [E] + [case["width"]] * (case["rank"] - dim - 1)
     src = row_values(tuple(shape), case["dtype"], row.reduce, g).to(device)
     slices = case["slices"] if case["per_slice"] and dim > 0 else 1
     n = len(case["lengths"])
-    ptrs, indices = [], []
+    per_slice = []
     for _ in range(slices):
         lengths = torch.tensor(case["lengths"], dtype=torch.long)[torch.randperm(n, generator=g)]
-        ptrs.append(torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]))
-        indices.append(torch.repeat_interleave(torch.arange(n), lengths))
-    if row.kind == "segment_csr":
-        positions = torch.stack(ptrs).view([slices] * dim + [n + 1]) if dim else ptrs[0]
-        sample = Sample((src, positions.to(device)))
-    else:
-        positions = torch.stack(indices).view([slices] * dim + [E]) if dim else indices[0]
-        sample = Sample((src, positions.to(device)), dim_size=n)
+        per_slice.append(row.positions(torch.repeat_interleave(torch.arange(n), lengths), n))
+    positions = torch.stack(per_slice).view([slices] * dim + [-1]) if dim else per_slice[0]
+    sample = Sample((src, positions.to(device)), dim_size=n)  # segment_csr's size is its indptr's
     row.check(row.call(sample), sample)
 
 
 
 # --------------------------------------------------------------------------- composites
 
-COMPOSITE_ROWS = [row for row in ROWS if row.kind in ("softmax", "composite")]
+COMPOSITE_ROWS = [row for row in ROWS if isinstance(row, IndexCompositeRow)]
 
 
 @pytest.mark.parametrize("row", rows_param(COMPOSITE_ROWS))

@@ -21,7 +21,8 @@ import pytest
 import torch
 
 import torchplug
-from op_table import ROWS, OpRow, Sample, rows_param, scatter_rows_param
+from op_table import OpRow, Sample, rows_param
+from scatter_rows import SEGMENT_ROWS, scatter_rows_param
 from scatter_reference import broadcast_index, default_dim_size
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -584,9 +585,6 @@ def test_special_values_every_reduction(row: OpRow, dtype: torch.dtype, shape: t
     row.check(row.call(sample), sample, "out= with specials")
 
 
-SEGMENT_ROWS = [row for row in ROWS if row.kind in ("segment_csr", "segment_coo")]
-
-
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("shape, dim", [p for p in SPECIAL_LAYOUTS if p.values[1] in (0, 1)])
 @pytest.mark.parametrize("row", rows_param(SEGMENT_ROWS))
@@ -597,12 +595,7 @@ def test_special_values_every_segment_reduction(row: OpRow, dtype: torch.dtype, 
     and args against the reference."""
     index, permutation = torch.tensor(SPECIAL_INDEX).sort(stable=True)
     src = special_src(shape, dim, dtype, device).index_select(dim, permutation.to(device))
-    if row.kind == "segment_coo":
-        positions = index.to(device).view([1] * dim + [-1])
-    else:
-        counts = torch.bincount(index, minlength=SPECIAL_N + 1)
-        positions = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)]).to(device)
-        positions = positions.view([1] * dim + [-1])
+    positions = row.positions(index, SPECIAL_N + 1).to(device).view([1] * dim + [-1])
     for sample in (Sample((src, positions), dim_size=SPECIAL_N + 1), Sample((src, positions))):
         row.check(row.call(sample), sample)
 

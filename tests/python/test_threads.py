@@ -29,7 +29,8 @@ import pytest
 import torch
 
 import torchplug
-from op_table import SCATTER_ROWS, OpRow, Sample, rows_param, scatter_rows_param, values
+from op_table import OpRow, Sample, randint as _randint, randn as _randn, rows_param, values
+from scatter_rows import SCATTER_ROWS, scatter_rows_param
 
 THREADS = 8
 ITERATIONS = 10
@@ -44,14 +45,6 @@ N_MANY = 9_000  # N * 4 > E: each thread owns a range of output rows
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def _randn(shape, dtype: torch.dtype, g: torch.Generator, device: str) -> torch.Tensor:
-    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype).to(device)
-
-
-def _randint(lo: int, hi: int, shape, g: torch.Generator, device: str, dtype=torch.int64) -> torch.Tensor:
-    return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(dtype).to(device)
 
 
 def _stream_context(device: str):
@@ -114,51 +107,6 @@ def _check_all(assert_same_result):
 # --------------------------------------------------------------------------- every op of the table
 
 
-def _add_samples(seed: int, device: str) -> list[Sample]:
-    g = _generator(seed)
-    pairs = [
-        (_randn((200, 300), torch.float32, g, device), _randn((300,), torch.float32, g, device)),
-        # float16 + bfloat16 promotes to float32
-        (_randn((50, 1, 300), torch.float16, g, device), _randn((40, 300), torch.bfloat16, g, device)),
-        (_randint(-(2**40), 2**40, (200, 300), g, device), _randint(-100, 100, (200, 1), g, device, torch.int8)),
-        # non-contiguous
-        (_randn((300, 200), torch.float64, g, device).t(), _randn((200, 300), torch.float64, g, device)),
-    ]
-    return [Sample(pair, desc="add") for pair in pairs]
-
-
-def _scatter_samples(reduce: str, seed: int, device: str) -> list[Sample]:
-    """One sample per CPU schedule and layout: per-thread private outputs,
-    row ownership, a full index (columns), float16 with the default
-    dim_size, int64 with a negative dim, a non-contiguous src, a 1-D src,
-    out= and a non-contiguous out=."""
-    g = _generator(seed)
-    v = lambda shape, dtype=torch.float32: values(shape, dtype, reduce, g).to(device)  # noqa: E731
-    src = v((E, F))
-    few = _randint(0, N_FEW, (E,), g, device)
-    many = _randint(0, N_MANY, (E,), g, device)
-    return [
-        Sample((src, few), 0, N_FEW, None, "private outputs"),
-        Sample((src, many), 0, N_MANY, None, "row ownership"),
-        Sample((src, _randint(0, N_FEW, (E, F), g, device)), 0, N_FEW, None, "full index: columns"),
-        Sample((v((E, F), torch.float16), few), 0, None, None, "float16, default dim_size"),
-        Sample((v((E, F), torch.int64), many), -2, N_MANY, None, "int64, dim < 0"),
-        Sample((v((F, E)).t(), few), 0, None, None, "non-contiguous src"),
-        Sample((src.t(), few), 1, None, None, "non-contiguous src, dim 1"),
-        Sample((v((4 * E,), torch.float64), _randint(0, 777, (4 * E,), g, device)), -1, None, None, "1-D src"),
-        Sample((src, few), 0, None, v((N_FEW, F)), "out="),
-        Sample((v((E, F), torch.float64), many), 0, None, v((F, N_MANY), torch.float64).t(), "out= via .t()"),
-    ]
-
-
-def _row_samples(row: OpRow, seed: int, device: str) -> list[Sample]:
-    if row.kind == "elementwise":
-        return _add_samples(seed, device)
-    if row.kind == "scatter":
-        return _scatter_samples(row.reduce, seed, device)
-    return row.samples(device, torch.float32, seed) + [row.large_sample(torch.float32, device, seed)]
-
-
 def _row_work(row: OpRow):
     def work(samples: list[Sample]) -> tuple:
         return tuple(o for sample in samples for o in row.call(sample))
@@ -169,7 +117,7 @@ def _row_work(row: OpRow):
 def test_op_from_threads(row: OpRow, device: str, assert_same_result) -> None:
     """Each op of the table from 8 threads at once agrees with the one-by-one
     calls, which are themselves right against the reference."""
-    inputs = [_row_samples(row, 1000 + t, device) for t in range(THREADS)]
+    inputs = [row.thread_samples(1000 + t, device) for t in range(THREADS)]
     run_concurrently(device, inputs, _row_work(row), _check_all(assert_same_result))
     for sample in inputs[0]:
         row.check(row.call(sample), sample, "serial")
@@ -393,14 +341,7 @@ def test_shared_graph_backward_from_threads(device: str, assert_same_result) -> 
 
 def _backward_inputs(row: OpRow, seed: int, device: str) -> dict:
     g = _generator(seed)
-    if row.kind == "elementwise":
-        sample = Sample((_randn((E, F), torch.float64, g, device), _randn((F,), torch.float64, g, device)))
-        return dict(sample=sample, grad=_randn((E, F), torch.float64, g, device))
-    if row.kind == "scatter":
-        src = values((E, F), torch.float64, row.reduce, g).to(device)
-        sample = Sample((src, _randint(0, N_FEW, (E,), g, device)), 0, N_FEW)
-        return dict(sample=sample, grad=_randn((N_FEW, F), torch.float64, g, device))
-    sample = row.large_sample(torch.float64, device, seed, E=E, F=F, N=N_FEW)
+    sample = row.backward_sample(g, seed, device, E, F, N_FEW)
     shape = row.call(sample)[0].shape
     return dict(sample=sample, grad=_randn(shape, torch.float64, g, device))
 

@@ -44,7 +44,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--quick", action="store_true", help="small sizes: under a minute on a 2-core CPU"
     )
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=("scatter", "segment", "composite", "spmm", "add"), help="run one op's workloads")
+    parser.add_argument("--only", metavar="OP", help="run one op's workloads (scatter, segment, spmm, ...)")
     parser.add_argument(
         "--repeats",
         type=_positive,
@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(os.cpu_count() or 1)
     profile = select_profile(device, args.quick, args.tiny)
     repeats = args.repeats or profile.repeats
+    ops = sorted({w.op for w in profile.workloads})
+    if args.only is not None and args.only not in ops:
+        sys.exit(f"python -m torchplug.bench: --only must be one of {', '.join(ops)}, got '{args.only}'")
     workloads = [w for w in profile.workloads if args.only in (None, w.op)]
 
     copy = copy_bandwidth(device, profile.copy_numel, profile.warmup, repeats)

@@ -20,6 +20,10 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from torchplug._reductions import by_name
+
+__all__ = ["scatter", "scatter_add", "scatter_max", "scatter_mean", "scatter_min", "scatter_mul", "scatter_sum"]
+
 
 def _check_dim_size(name: str, dim: int, out: Tensor, dim_size: Optional[int]) -> None:
     if dim_size is not None and dim_size != out.size(dim):
@@ -113,31 +117,15 @@ def scatter_max(
     return out, torch.ops.torchplug.scatter_max_(out, src, index, dim)
 
 
-def scatter(
-    src: Tensor,
-    index: Tensor,
-    dim: int = -1,
-    out: Optional[Tensor] = None,
-    dim_size: Optional[int] = None,
-    reduce: str = "sum",
-) -> Tensor:
+scatter = by_name(
+    globals(), "scatter", "scatter_{}",
+    "src: Tensor, index: Tensor, dim: int = -1, out: Optional[Tensor] = None, dim_size: Optional[int] = None",
+    "src, index, dim, out, dim_size",
     """Reduces the slices of ``src`` into the slots named by ``index``.
 
     ``reduce`` is ``"sum"`` (or ``"add"``), ``"mean"``, ``"mul"``, ``"min"`` or
-    ``"max"``; min and max give their values only (see :func:`scatter_max` for
-    the arg). Raises ``ValueError`` for any other name.
-    """
-    if reduce == "sum" or reduce == "add":
-        return scatter_sum(src, index, dim, out, dim_size)
-    if reduce == "mean":
-        return scatter_mean(src, index, dim, out, dim_size)
-    if reduce == "mul":
-        return scatter_mul(src, index, dim, out, dim_size)
-    if reduce == "min":
-        return scatter_min(src, index, dim, out, dim_size)[0]
-    if reduce == "max":
-        return scatter_max(src, index, dim, out, dim_size)[0]
-    raise ValueError(
-        "torchplug.scatter: reduce must be one of 'sum', 'add', 'mean', 'mul', 'min', 'max', got '"
-        + reduce + "'"
-    )
+    ``"max"`` (the reductions of torchplug._reductions); min and max give their
+    values only (see :func:`scatter_max` for the arg). Raises ``ValueError``
+    for any other name.
+    """,
+)

@@ -29,6 +29,14 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from torchplug._reductions import by_name
+
+__all__ = [
+    "gather_coo", "gather_csr", "segment_add_coo", "segment_add_csr", "segment_coo", "segment_csr",
+    "segment_max_coo", "segment_max_csr", "segment_mean_coo", "segment_mean_csr", "segment_min_coo",
+    "segment_min_csr", "segment_mul_coo", "segment_mul_csr", "segment_sum_coo", "segment_sum_csr",
+]
+
 
 def segment_sum_csr(src: Tensor, indptr: Tensor, out: Optional[Tensor] = None) -> Tensor:
     """Sums each segment of ``src``: ``[*, N, *]``; an empty one holds 0."""
@@ -75,23 +83,13 @@ def segment_max_csr(src: Tensor, indptr: Tensor, out: Optional[Tensor] = None) -
     return out, torch.ops.torchplug.segment_max_csr_(out, src, indptr)
 
 
-def segment_csr(src: Tensor, indptr: Tensor, out: Optional[Tensor] = None, reduce: str = "sum") -> Tensor:
+segment_csr = by_name(
+    globals(), "segment_csr", "segment_{}_csr",
+    "src: Tensor, indptr: Tensor, out: Optional[Tensor] = None", "src, indptr, out",
     """Any csr segment reduction by name: ``"sum"`` (or ``"add"``), ``"mean"``,
-    ``"mul"``, ``"min"``, ``"max"`` (values only); ``ValueError`` otherwise."""
-    if reduce == "sum" or reduce == "add":
-        return segment_sum_csr(src, indptr, out)
-    if reduce == "mean":
-        return segment_mean_csr(src, indptr, out)
-    if reduce == "mul":
-        return segment_mul_csr(src, indptr, out)
-    if reduce == "min":
-        return segment_min_csr(src, indptr, out)[0]
-    if reduce == "max":
-        return segment_max_csr(src, indptr, out)[0]
-    raise ValueError(
-        "torchplug.segment_csr: reduce must be one of 'sum', 'add', 'mean', 'mul', 'min', 'max', got '"
-        + reduce + "'"
-    )
+    ``"mul"``, ``"min"``, ``"max"`` (values only); ``ValueError`` otherwise.
+    """,
+)
 
 
 def _check_dim_size(name: str, index: Tensor, out: Tensor, dim_size: Optional[int]) -> None:
@@ -166,24 +164,13 @@ def segment_max_coo(
     return out, torch.ops.torchplug.segment_max_coo_(out, src, index)
 
 
-def segment_coo(
-    src: Tensor, index: Tensor, out: Optional[Tensor] = None, dim_size: Optional[int] = None, reduce: str = "sum"
-) -> Tensor:
-    """Any coo segment reduction by name, as :func:`segment_csr`."""
-    if reduce == "sum" or reduce == "add":
-        return segment_sum_coo(src, index, out, dim_size)
-    if reduce == "mean":
-        return segment_mean_coo(src, index, out, dim_size)
-    if reduce == "mul":
-        return segment_mul_coo(src, index, out, dim_size)
-    if reduce == "min":
-        return segment_min_coo(src, index, out, dim_size)[0]
-    if reduce == "max":
-        return segment_max_coo(src, index, out, dim_size)[0]
-    raise ValueError(
-        "torchplug.segment_coo: reduce must be one of 'sum', 'add', 'mean', 'mul', 'min', 'max', got '"
-        + reduce + "'"
-    )
+segment_coo = by_name(
+    globals(), "segment_coo", "segment_{}_coo",
+    "src: Tensor, index: Tensor, out: Optional[Tensor] = None, dim_size: Optional[int] = None",
+    "src, index, out, dim_size",
+    """Any coo segment reduction by name, as :func:`segment_csr`.
+    """,
+)
 
 
 def gather_csr(src: Tensor, indptr: Tensor, out: Optional[Tensor] = None) -> Tensor:

@@ -15,6 +15,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+__all__ = ["scatter_log_softmax", "scatter_logsumexp", "scatter_softmax", "scatter_std", "softmax_csr"]
+
 
 def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1, dim_size: Optional[int] = None) -> Tensor:
     """Softmax of ``src`` within each group: ``exp(src - max) / sum(exp(src - max))``.

@@ -1,7 +1,9 @@
-"""Elementwise ops over ``torch.ops.torchplug``. TorchScript-able."""
+"""The add family over ``torch.ops.torchplug``: elementwise ``a + b``. TorchScript-able."""
 
 import torch
 from torch import Tensor
+
+__all__ = ["add"]
 
 
 def add(a: Tensor, b: Tensor) -> Tensor:

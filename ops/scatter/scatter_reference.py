@@ -1,8 +1,7 @@
 """Plain-PyTorch references for the scatter family, shared by the test suites
-(ops/scatter/ and tests/python/; pyproject.toml puts this directory on the
-path): the index broadcast and default output size of docs/ops.md, every
-reduction (sum, mean, min, max with arg, mul) and its gradient in float64,
-and the error bounds the tolerances are written in."""
+(ops/scatter/ and tests/python/; conftest.py puts every op folder on the
+path): every reduction (sum, mean, min, max with arg, mul) and its gradient
+in float64, and the error bounds the tolerances are written in."""
 
 from __future__ import annotations
 
@@ -11,24 +10,8 @@ from typing import Optional
 
 import torch
 
-
-def broadcast_index(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
-    """torch_scatter's index broadcast, written out (docs/ops.md): a 1-D index
-    is laid along ``dim``; missing trailing dimensions are appended; size-1
-    dimensions are expanded to src's sizes."""
-    dim = dim % src.dim()
-    if index.dim() == 1:
-        index = index.view([1] * dim + [-1])
-    while index.dim() < src.dim():
-        index = index.unsqueeze(-1)
-    return index.expand(src.shape)
-
-
-def default_dim_size(index: torch.Tensor, src: torch.Tensor, dim: int) -> int:
-    """docs/ops.md (torch_scatter's rule): ``max + 1`` over the index broadcast
-    to src, so 0 when src or the index is empty."""
-    full = broadcast_index(index, src, dim)
-    return int(full.max()) + 1 if full.numel() > 0 else 0
+from index_reference import broadcast_index, default_dim_size  # noqa: F401  (the suites' too)
+from torchplug._reductions import BY_NAME
 
 
 def ulp(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -52,9 +35,6 @@ def unit_roundoff(dtype: torch.dtype) -> float:
     """The unit roundoff of the type a kernel accumulates `dtype` in (float16
     and bfloat16 accumulate in float32)."""
     return 2.0**-53 if dtype == torch.float64 else 2.0**-24
-
-
-REDUCTIONS = ("sum", "mean", "min", "max", "mul")
 
 
 @dataclass
@@ -85,7 +65,7 @@ def reduce_reference(src: torch.Tensor, index: torch.Tensor, dim: int, reduce: s
     position along dim whose value equals the result, else src.size(dim).
     `keep` (src's shape, bool) drops the sources whose index is out of range,
     as CUDA kernels do without checked mode."""
-    assert reduce in REDUCTIONS, reduce
+    assert reduce in BY_NAME, reduce
     d = dim % src.dim()
     E = src.size(d)
     floating = src.dtype.is_floating_point
@@ -133,10 +113,9 @@ def reduce_reference(src: torch.Tensor, index: torch.Tensor, dim: int, reduce: s
             else:
                 base = torch.div(base, divisor.to(torch.int64), rounding_mode="floor")
     else:
-        op = {"min": "amin", "max": "amax", "mul": "prod"}[reduce]
         if scatters:
-            base.scatter_reduce_(d, full, terms, op, include_self=out is not None)
-        if reduce in ("min", "max"):
+            base.scatter_reduce_(d, full, terms, BY_NAME[reduce].native, include_self=out is not None)
+        if BY_NAME[reduce].arg:
             arg = torch.full(shape, E, dtype=torch.int64, device=src.device)
             if scatters:
                 result_at = base.gather(d, full)

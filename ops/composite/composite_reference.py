@@ -14,12 +14,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from scatter_reference import broadcast_index, default_dim_size
+from index_reference import broadcast_index, default_dim_size
 
 INF = float("inf")
-#: (rtol, atol) per dtype: float16 and bfloat16 compute in float32 and round once.
-TOLERANCE = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2), torch.float32: (1e-5, 1e-5),
-             torch.float64: (1e-10, 1e-10)}
 
 
 def _groups(src: Tensor, index: Tensor, dim: int, n: Optional[int]):

@@ -29,6 +29,10 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from torchplug._reductions import by_name
+
+__all__ = ["sddmm", "spmm", "spmm_max", "spmm_mean", "spmm_min", "spmm_sum", "spmm_transpose"]
+
 Transpose = Tuple[Tensor, Tensor, Tensor]
 
 
@@ -87,6 +91,12 @@ def sddmm(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor, mean: bool = False,
     return torch.ops.torchplug.sddmm(rowptr, col, a, b, mean, colptr, row, perm)
 
 
+_spmm_by_name = by_name(
+    globals(), "_spmm_by_name", "spmm_{}",
+    "rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor, transpose: Optional[Transpose]",
+    "rowptr, col, value, x, transpose", "spmm_<reduce> of a (rowptr, col, value) adjacency.", caller="torchplug.spmm")
+
+
 def spmm(adj: Union[Tensor, Tuple[Tensor, Tensor, Optional[Tensor]]], x: Tensor, reduce: str = "sum",
          transpose: Optional[Transpose] = None) -> Tensor:
     """``reduce`` ("sum" or "add", "mean", "min", "max") of each row's weighted
@@ -105,13 +115,4 @@ def spmm(adj: Union[Tensor, Tuple[Tensor, Tensor, Optional[Tensor]]], x: Tensor,
         rowptr, col, value = adj.crow_indices().long(), adj.col_indices().long(), adj.values()
     else:
         rowptr, col, value = adj
-    if reduce in ("sum", "add"):
-        return spmm_sum(rowptr, col, value, x, transpose)
-    if reduce == "mean":
-        return spmm_mean(rowptr, col, value, x, transpose)
-    if reduce == "min":
-        return spmm_min(rowptr, col, value, x, transpose)[0]
-    if reduce == "max":
-        return spmm_max(rowptr, col, value, x, transpose)[0]
-    raise ValueError(f"torchplug.spmm: argument 'reduce' must be one of 'sum', 'add', 'mean', 'min', 'max', "
-                     f"got '{reduce}'")
+    return _spmm_by_name(rowptr, col, value, x, transpose, reduce)

@@ -9,6 +9,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from torchplug._reductions import BY_NAME
+
 
 def spmm_reference(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor, reduce: str):
     """(values in float64 on x's device, differentiable in x and value; arg or
@@ -21,11 +23,10 @@ def spmm_reference(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tens
     weight = torch.ones(col.numel(), dtype=torch.float64) if value is None else value.double().cpu()
     messages = weight.view(-1, 1) * x64[col]
     F = x64.size(1)
-    op = {"sum": "sum", "mean": "mean", "min": "amin", "max": "amax"}[reduce]
-    out = torch.zeros(M, F, dtype=torch.float64).scatter_reduce(0, row.view(-1, 1).expand(-1, F), messages, op,
-                                                                 include_self=False)
+    out = torch.zeros(M, F, dtype=torch.float64).scatter_reduce(0, row.view(-1, 1).expand(-1, F), messages,
+                                                                 BY_NAME[reduce].native, include_self=False)
     shape = (M,) + tuple(x.shape[1:])
-    if reduce not in ("min", "max"):
+    if not BY_NAME[reduce].arg:
         return out.view(shape).to(x.device), None
     arg = torch.full((M, F), col.numel(), dtype=torch.long)
     found = messages.detach() == out.detach()[row]
