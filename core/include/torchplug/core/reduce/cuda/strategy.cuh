@@ -143,7 +143,7 @@ void find_args(const ScatterProblem& p, const result_t* result) {
 }
 
 // counts[row] (1-D index) or counts[slot] (else) += 1 for every source that lands there.
-__global__ void count_kernel(const int64_t* __restrict__ index, int32_t* __restrict__ counts,
+static __global__ void count_kernel(const int64_t* __restrict__ index, int32_t* __restrict__ counts,
                              int64_t E, int64_t inner, int64_t N, int64_t numel, bool index_1d) {
   TORCHPLUG_GRID_STRIDE_LOOP(i, numel) {
     if (index_1d) {
@@ -250,7 +250,7 @@ void warp_runs(const ScatterProblem& p) {
 
 // p as one value per source element: every element's flat output slot as its
 // row (-1 when its index value lies outside [0, N)), for the ordered segments.
-__global__ void flat_slots_kernel(const int64_t* __restrict__ index, int64_t* __restrict__ slots,
+static __global__ void flat_slots_kernel(const int64_t* __restrict__ index, int64_t* __restrict__ slots,
                                   int64_t E, int64_t inner, int64_t N, int64_t numel, bool index_1d) {
   TORCHPLUG_GRID_STRIDE_LOOP(i, numel) {
     int64_t e;
