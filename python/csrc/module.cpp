@@ -47,21 +47,27 @@ PYBIND11_MODULE(_C, m) {
       "Every registered op, as a list of dicts (namespace, name, schema, plugin, backends, "
       "differentiable, dtypes, doc).");
   m.def(
-      "reduction_names",
+      "reductions",
       [] {
-        // A reduction's own name is the first that names it.
-        py::dict names;
-        for (const auto& entry : torchplug::core::kReductionNames) {
-          for (const auto& own : torchplug::core::kReductionNames) {
-            if (own.reduce == entry.reduce) {
-              names[entry.name] = own.name;
-              break;
-            }
+        // The table of core/reduce/policy.h: each reduction, the other names
+        // it answers to, and whether its ops return an arg.
+        py::list reductions;
+        torchplug::core::AllReductions::for_each([&](auto policy) {
+          using Policy = decltype(policy);
+          py::list names;
+          for (const auto& entry : torchplug::core::kReductionNames) {
+            if (entry.reduce == Policy::kReduce) names.append(entry.name);
           }
-        }
-        return names;
+          py::dict reduction;
+          reduction["name"] = names[0];
+          reduction["aliases"] = names[py::slice(1, py::len(names), 1)];
+          reduction["arg"] = Policy::kHasArg;
+          reductions.append(reduction);
+        });
+        return reductions;
       },
-      "Every name a reduce= argument takes, mapped to the reduction's own name ('add' -> 'sum').");
+      "The reductions (sum, mean, mul, min, max) as dicts: name, aliases (a reduce= argument "
+      "takes either), arg (whether the ops return one).");
   // torchplug.load_plugin: the library's TORCHPLUG_LIBRARY blocks are held from
   // begin to commit, then registered all or none (torchplug/core/library.h).
   m.def("_begin_guarded_load", &torchplug::core::begin_guarded_load, py::arg("path"));

@@ -1,5 +1,7 @@
-"""The reductions, in one table that every Python caller reads: the friendly
-functions' ``reduce=`` (scatter, segment, spmm), the bench and the tests.
+"""The reductions, from the one table the C++ side defines
+(``core/reduce/policy.h``, through ``torchplug._C.reductions()``), for every
+Python caller: the friendly functions' ``reduce=`` (scatter, segment, spmm),
+the bench and the tests.
 
 A family implements a reduction by defining its function for it, named by a
 template (``"scatter_{}"`` gives ``scatter_max``); :func:`by_name` then
@@ -15,6 +17,8 @@ from __future__ import annotations
 import linecache
 from dataclasses import dataclass
 from typing import Callable, Optional
+
+from . import _C
 
 
 @dataclass(frozen=True)
@@ -35,12 +39,12 @@ class Reduction:
         return (self.name,) + self.aliases
 
 
-REDUCTIONS: tuple[Reduction, ...] = (
-    Reduction("sum", "sum", aliases=("add",)),
-    Reduction("mean", "mean"),
-    Reduction("mul", "prod"),
-    Reduction("min", "amin", arg=True),
-    Reduction("max", "amax", arg=True),
+#: PyTorch's name of each reduction, for the references and the bench's baselines.
+_NATIVE = {"sum": "sum", "mean": "mean", "mul": "prod", "min": "amin", "max": "amax"}
+
+#: The C++ table (core/reduce/policy.h), which the C++ API's reduce= reads too.
+REDUCTIONS: tuple[Reduction, ...] = tuple(
+    Reduction(r["name"], _NATIVE[r["name"]], aliases=tuple(r["aliases"]), arg=r["arg"]) for r in _C.reductions()
 )
 
 #: The reductions by name, aliases included.
