@@ -1,12 +1,10 @@
 // example::segment_l2norm on the CPU: the squares summed by the reduction
-// layer's segment schedule, instantiated here from the installed header.
+// layer's segment schedule, compiled here from the installed header.
 
 #include "segment_l2norm_kernel.h"
 
 #include <torchplug/core/library.h>
 #include <torchplug/core/reduce/cpu_schedules.h>
-
-TORCHPLUG_REDUCE_CPU_INSTANTIATE(torchplug::core::SumPolicy)
 
 namespace example::detail {
 namespace {

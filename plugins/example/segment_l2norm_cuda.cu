@@ -1,14 +1,12 @@
 // example::segment_l2norm on CUDA: the squares summed by the reduction layer's
-// segment kernels (a shared indptr: no index plan to build), instantiated here
-// from the installed header. They run on the current stream of src's device,
-// which segment_l2norm_by makes current.
+// segment kernels (a shared indptr: no index plan to build), compiled here
+// from the installed header for the one entry this file takes. They run on
+// the current stream of src's device, which segment_l2norm_by makes current.
 
 #include "segment_l2norm_kernel.h"
 
 #include <torchplug/core/library.h>
 #include <torchplug/core/reduce/cuda/strategy.cuh>
-
-TORCHPLUG_REDUCE_CUDA_INSTANTIATE(torchplug::core::SumPolicy)
 
 namespace example::detail {
 namespace {

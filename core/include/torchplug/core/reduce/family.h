@@ -85,11 +85,14 @@ class ReductionOps {
  private:
   using First = std::tuple_element_t<0, std::tuple<Policies...>>;
 
+  // Policy's position in Policies; kSize when it is not one of them.
   template <typename Policy>
   static constexpr size_t index_of() {
-    size_t i = 0;
-    ((std::is_same_v<Policy, Policies> ? false : (++i, true)) && ...);
-    return i;
+    constexpr bool matches[] = {std::is_same_v<Policy, Policies>...};
+    for (size_t i = 0; i < kSize; ++i) {
+      if (matches[i]) return i;
+    }
+    return kSize;
   }
 
   std::array<OpDef, kSize> defs_;
