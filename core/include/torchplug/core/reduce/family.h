@@ -44,7 +44,6 @@ class ReductionOps {
     static_assert(i < kSize, "ReductionOps: the family has no op for this policy");
     return defs_[i];
   }
-  const std::array<OpDef, kSize>& all() const { return defs_; }
 
   // Gives every op's schema to the dispatcher and its OpDef to the registry.
   void define_all(Library& m) const {
