@@ -35,13 +35,13 @@ using torch::autograd::AutogradContext;
 using torch::autograd::Variable;
 using torch::autograd::variable_list;
 
-// The scatter plugin's sums, through the dispatcher (DEPENDS scatter).
-at::Tensor scatter_reduce(const char* name, const at::Tensor& src, const at::Tensor& index, int64_t dim,
+// The scatter plugin's sum or mean, through the dispatcher (DEPENDS scatter).
+at::Tensor scatter_reduce(bool mean, const at::Tensor& src, const at::Tensor& index, int64_t dim,
                           std::optional<c10::SymInt> slots) {
   using Signature = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, std::optional<c10::SymInt>);
-  static const auto sum = core::find_op<Signature>("torchplug::scatter_sum");
-  static const auto mean = core::find_op<Signature>("torchplug::scatter_mean");
-  return (std::string_view(name) == "sum" ? sum : mean).call(src, index, dim, std::move(slots));
+  static const auto sum_op = core::find_op<Signature>("torchplug::scatter_sum");
+  static const auto mean_op = core::find_op<Signature>("torchplug::scatter_mean");
+  return (mean ? mean_op : sum_op).call(src, index, dim, std::move(slots));
 }
 
 std::optional<c10::SymInt> sym(std::optional<int64_t> size) {
@@ -66,7 +66,7 @@ at::Tensor softmax_grad(const at::Tensor& g, const at::Tensor& y, const at::Tens
                         std::optional<int64_t> dim_size, bool log) {
   if (!c10::GradMode::is_enabled()) return call_softmax_backward(g, y, index, dim, dim_size, log);
   const char* op = kScatterSoftmaxBackward.name().c_str();
-  const auto sums = scatter_reduce("sum", log ? g : g * y, index, dim, sym(dim_size));
+  const auto sums = scatter_reduce(false, log ? g : g * y, index, dim, sym(dim_size));
   const auto [at_row, inside] = at_rows(op, sums, index, g, dim, sums.sym_size(dim));
   return at::where(inside, log ? g - at::exp(y) * at_row : y * (g - at_row), 0);
 }
@@ -153,8 +153,8 @@ class StdFunction : public torch::autograd::Function<StdFunction> {
     const auto math = at::toOpMathType(src.scalar_type());
     const auto x = src.to(math);
     const auto y = out.to(math);
-    const auto count = scatter_reduce("sum", at::ones_like(x), index, dim, slots);
-    const auto mean = scatter_reduce("mean", x, index, dim, slots);
+    const auto count = scatter_reduce(false, at::ones_like(x), index, dim, slots);
+    const auto mean = scatter_reduce(true, x, index, dim, slots);
     const auto divisor = (ctx->saved_data["unbiased"].toBool() ? count - 1 : count).clamp_min(1);
     const auto scale = grads[0].to(math) / (divisor * at::where(y.eq(0), 1, y));
     const auto [scale_at, inside] = at_rows(op, at::where(y.eq(0), 0, scale), index, src, dim, slots);
