@@ -9,7 +9,9 @@ outside the timed call.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
@@ -43,6 +45,9 @@ class Candidate:
     name: str
     fn: Callable[[], Tensor]  #: allocates, computes and returns the output
     note: str = ""
+    #: the state ``fn`` runs in (the PyG backend on or off), entered around
+    #: its check and around its timed calls, outside the clock
+    context: Callable[[], AbstractContextManager] = contextlib.nullcontext
 
 
 @dataclass(frozen=True)

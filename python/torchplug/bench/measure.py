@@ -111,8 +111,9 @@ def run_workload(
     timing every candidate in turn, so that a slow spell of the machine lands
     on all of them rather than on one."""
     plan = lineup(workload, device)
-    reference_fn = next(c.fn for c in plan.candidates if c.name == plan.reference)
-    reference, reference_extra = call_with_peak_memory(reference_fn, device)
+    reference_candidate = next(c for c in plan.candidates if c.name == plan.reference)
+    with reference_candidate.context():
+        reference, reference_extra = call_with_peak_memory(reference_candidate.fn, device)
     results = []
     for candidate in plan.candidates:
         result = CandidateResult(candidate.name, candidate.note)
@@ -120,7 +121,8 @@ def run_workload(
             if candidate.name == plan.reference:
                 out, result.extra_bytes = reference, reference_extra
             else:
-                out, result.extra_bytes = call_with_peak_memory(candidate.fn, device)
+                with candidate.context():
+                    out, result.extra_bytes = call_with_peak_memory(candidate.fn, device)
         except RuntimeError as error:
             result.status, result.error = FAILED, str(error)
         else:
@@ -134,7 +136,8 @@ def run_workload(
             if result.status != OK:
                 continue
             try:
-                result.rounds_ms.append(time_call(candidate.fn, device, warmup, repeats))
+                with candidate.context():
+                    result.rounds_ms.append(time_call(candidate.fn, device, warmup, repeats))
             except RuntimeError as error:
                 result.status, result.error, result.rounds_ms = FAILED, str(error), []
     return WorkloadResult(workload, results)
