@@ -1,0 +1,135 @@
+"""The CSR of an ``edge_index``, built once per graph for the fused layers.
+
+A layer over a plain ``edge_index [2, E]`` needs its edges grouped by target
+node: the CSR ``(rowptr, col)`` and ``perm`` (CSR position -> edge, so that
+edge weights follow as ``weight[perm]``), and for x's gradient the
+transpose (:func:`torchplug.spmm_transpose`). Sorting the edges costs as much
+as a layer's whole forward, so the CSR is kept for the next call with the
+same graph.
+
+A lookup first asks for the very tensor of an entry, unchanged since (its
+version counter); a new tensor of the same shape on the same device is then
+compared with the entries' (``torch.equal``: one pass and one host sync),
+because PyG builds a new ``edge_index`` each step in places (GCNConv adds
+its self loops every call); a match moves the entry to the new tensor. An entry keeps its ``edge_index`` alive, so that
+the identity can never belong to a freed tensor's successor; an in-place
+change to it (a new version) retires the entry. At most :data:`CAPACITY`
+graphs are kept, the least recently used leaving first: training over
+thousands of graphs holds a few CSRs at a time.
+
+Under ``torch.compile`` nothing is cached: the CSR is built inside the graph
+(every step), whose tracing cannot read version counters or compare data.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from torchplug.ops.spmm import spmm as spmm_ops
+
+#: Graphs kept at once (a model's layers share one; a few for validation sets).
+CAPACITY = 8
+
+
+@dataclass
+class Csr:
+    """One graph's edges grouped by target: ``rowptr [M + 1]``, ``col [E]``
+    (the sources) and ``perm [E]`` (edge ids in CSR order), all int64."""
+
+    rowptr: Tensor
+    col: Tensor
+    perm: Tensor
+    num_cols: int
+    _transpose: Optional[tuple[Tensor, Tensor, Tensor]] = field(default=None, repr=False)
+
+    def transpose(self) -> tuple[Tensor, Tensor, Tensor]:
+        """:func:`torchplug.spmm_transpose` of this CSR, built on first use."""
+        if self._transpose is None:
+            self._transpose = spmm_ops.spmm_transpose(self.rowptr, self.col, self.num_cols)
+        return self._transpose
+
+
+def build(target: Tensor, source: Tensor, num_rows: int, num_cols: int) -> Csr:
+    """The CSR of the edges ``source[e] -> target[e]``, ``num_rows`` targets
+    by ``num_cols`` sources; the edges of a row keep their order (a stable
+    sort), which makes the result and every sum over it deterministic."""
+    target, source = target.long(), source.long()
+    order = torch.argsort(target, stable=True)
+    bounds = torch.arange(num_rows + 1, device=target.device)
+    rowptr = torch.searchsorted(target[order], bounds)
+    return Csr(rowptr, source[order], order, num_cols)
+
+
+@dataclass
+class _Entry:
+    edge_index: Tensor
+    version: int
+    key: tuple
+    csr: Csr
+
+
+class CsrCache:
+    """The recently used graphs' CSRs (see the module's docstring)."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        #: CSRs built so far (lookups that found none).
+        self.builds = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forgets every graph (and resets :attr:`builds`)."""
+        with self._lock:
+            self._entries.clear()
+            self.builds = 0
+
+    def get(self, edge_index: Tensor, flow_target: int, num_rows: int, num_cols: int) -> Csr:
+        """The CSR of ``edge_index [2, E]`` whose row ``flow_target`` holds the
+        targets, for ``num_rows`` targets and ``num_cols`` sources; built if
+        no entry holds it."""
+        if torch.compiler.is_compiling():
+            return build(edge_index[flow_target], edge_index[1 - flow_target], num_rows, num_cols)
+        key = (flow_target, num_rows, num_cols)
+        with self._lock:
+            entry = self._lookup(edge_index, key)
+            if entry is None:
+                csr = build(edge_index[flow_target], edge_index[1 - flow_target], num_rows, num_cols)
+                entry = _Entry(edge_index, edge_index._version, key, csr)
+                self.builds += 1
+            self._entries[id(entry.edge_index)] = entry
+            self._entries.move_to_end(id(entry.edge_index))
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+            return entry.csr
+
+    def _lookup(self, edge_index: Tensor, key: tuple) -> Optional[_Entry]:
+        """The live entry for this graph, retiring stale ones on the way."""
+        entry = self._entries.get(id(edge_index))
+        if entry is not None and entry.edge_index is edge_index:
+            if entry.version == edge_index._version and entry.key == key:
+                return entry
+            del self._entries[id(edge_index)]
+        for ident, other in list(self._entries.items()):
+            if other.version != other.edge_index._version:
+                del self._entries[ident]
+            elif (other.key == key and other.edge_index.shape == edge_index.shape
+                  and other.edge_index.dtype == edge_index.dtype
+                  and other.edge_index.device == edge_index.device
+                  and torch.equal(other.edge_index, edge_index)):
+                del self._entries[ident]  # the graph's entry moves to its newest tensor
+                return _Entry(edge_index, edge_index._version, key, other.csr)
+        return None
+
+
+#: The process's cache, shared by every fused layer.
+cache = CsrCache()

@@ -1,0 +1,126 @@
+"""Message passing over a plain ``edge_index`` as one fused spmm.
+
+PyG runs a layer over ``edge_index [2, E]`` as a gather of the E x F
+messages ``x_j`` and a scatter of them; only a sparse adjacency takes its
+``message_and_aggregate`` path. For a layer whose messages are ``x_j``, or
+``x_j`` times a per-edge weight, the two are exactly :func:`torchplug.spmm`
+over the graph's CSR: :func:`fused_propagate` wraps such a class's
+``propagate`` to run that, with the CSR (and its transpose, for x's
+gradient) from :mod:`torchplug.pyg.csr_cache`. Every call it cannot run
+exactly as PyG would goes to PyG's ``propagate``: hooks, explain mode,
+decomposed layers, the reverse flow, positional arguments, sparse inputs,
+an aggregation that is not one string of sum, mean, min or max, inputs
+that are not ``[N, F]``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+
+from torchplug._reductions import BY_NAME
+from torchplug.checks import validates_indices
+from torchplug.ops.spmm import spmm as spmm_ops
+
+from ._patch import wrapper
+from .csr_cache import cache
+
+#: PyG's layers whose message is ``x_j`` (None) or ``x_j`` times the 1-D
+#: per-edge weight passed to ``propagate`` under the name given, and whose
+#: ``update`` is the identity; a subclass is fused while it keeps both.
+FUSED_LAYERS: dict[str, Optional[str]] = {
+    "GINConv": None, "MFConv": None, "SAGEConv": None, "SignedConv": None,
+    "APPNP": "edge_weight", "ARMAConv": "edge_weight", "ClusterGCNConv": "edge_weight",
+    "GatedGraphConv": "edge_weight", "GCN2Conv": "edge_weight", "GCNConv": "edge_weight",
+    "GraphConv": "edge_weight", "LGConv": "edge_weight", "MixHopConv": "edge_weight",
+    "SGConv": "edge_weight", "SimpleConv": "edge_weight", "SSGConv": "edge_weight", "TAGConv": "edge_weight",
+}
+
+_HOOKS = (
+    "_propagate_forward_pre_hooks", "_propagate_forward_hooks", "_message_forward_pre_hooks",
+    "_message_forward_hooks", "_aggregate_forward_pre_hooks", "_aggregate_forward_hooks",
+    "_message_and_aggregate_forward_pre_hooks", "_message_and_aggregate_forward_hooks",
+)
+
+
+@dataclass(frozen=True)
+class Messages:
+    """What a fused layer's messages are: ``x_j``, times ``weight`` if named."""
+
+    weight: Optional[str]
+
+
+def messages_of(cls: type, message_passing: type) -> Optional[Messages]:
+    """The messages of ``cls`` if it is fused: its ``message`` is that of a
+    class of :data:`FUSED_LAYERS` and its ``update`` is ``message_passing``'s."""
+    definer = next(base for base in cls.__mro__ if "message" in vars(base))
+    if definer.__module__.split(".")[0] != "torch_geometric" or definer.__name__ not in FUSED_LAYERS:
+        return None
+    if cls.update is not message_passing.update:
+        return None
+    return Messages(FUSED_LAYERS[definer.__name__])
+
+
+def _check_targets(edge_index: Tensor, num_sources: int, num_targets: int) -> None:
+    """PyG's IndexError for an ``edge_index`` naming a node outside ``x`` or
+    the output, where torchplug validates indices (the CPU, CUDA in checked
+    mode); CUDA kernels otherwise skip such edges."""
+    if torch.compiler.is_compiling() or not validates_indices(edge_index.device) or edge_index.numel() == 0:
+        return
+    for row, bound in ((edge_index[0], num_sources), (edge_index[1], num_targets)):
+        low, high = int(row.min()), int(row.max())
+        if low < 0 or high >= bound:
+            raise IndexError(
+                f"Found indices in 'edge_index' outside [0, {bound}) (got {low if low < 0 else high}). Please "
+                f"ensure that all indices in 'edge_index' point to valid indices in the interval [0, {bound}) "
+                f"in your node feature matrix and try again.")
+
+
+def _fused(layer, messages: Messages, edge_index, size, kwargs: dict) -> Optional[Tensor]:
+    """The layer's output through spmm, or None where PyG must run it."""
+    if (type(edge_index) is not Tensor or edge_index.layout != torch.strided or edge_index.dim() != 2
+            or edge_index.size(0) != 2 or edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool
+            or not layer.fuse or layer.flow != "source_to_target" or layer.explain or layer.decomposed_layers > 1
+            or any(getattr(layer, hooks) for hooks in _HOOKS)):
+        return None
+    reduction = BY_NAME.get(layer.aggr) if isinstance(layer.aggr, str) else None
+    x = kwargs.get("x")
+    x_src, x_dst = (x[0], x[1]) if isinstance(x, (tuple, list)) and len(x) == 2 else (x, None)
+    weight = kwargs.get(messages.weight) if messages.weight is not None else None
+    if (reduction is None or not isinstance(x_src, Tensor) or x_src.dim() != 2 or not x_src.is_floating_point()
+            or set(kwargs) - {"x", messages.weight}
+            or weight is not None and (not isinstance(weight, Tensor) or weight.dim() != 1)):
+        return None
+    num_sources = x_src.size(0)
+    num_targets = x_dst.size(0) if isinstance(x_dst, Tensor) else num_sources
+    if size is not None:
+        if size[0] is not None and size[0] != num_sources or isinstance(x_dst, Tensor) and size[1] not in (
+                None, num_targets):
+            return None  # PyG raises its own error
+        num_targets = size[1] if size[1] is not None else num_targets
+    _check_targets(edge_index, num_sources, num_targets)
+    csr = cache.get(edge_index, 1, num_targets, num_sources)
+    value = None if weight is None else weight.to(x_src.dtype).index_select(0, csr.perm)
+    needs_transpose = (reduction.name in ("sum", "mean") and torch.is_grad_enabled() and x_src.requires_grad)
+    transpose = csr.transpose() if needs_transpose else None
+    return spmm_ops.spmm((csr.rowptr, csr.col, value), x_src, reduction.name, transpose)
+
+
+def _propagate(messages: Messages, propagate: Callable, self, edge_index, *args, size=None, **kwargs):
+    """A fused class's ``propagate``: :func:`_fused`, else PyG's ``propagate``."""
+    out = None if args or torch.jit.is_scripting() else _fused(self, messages, edge_index, size, kwargs)
+    if out is None:
+        return propagate(self, edge_index, *args, size=size, **kwargs)
+    return out
+
+
+def fused_propagate(propagate: Callable, messages: Messages) -> Callable:
+    """``propagate`` (a class's, PyG's) running :func:`_fused` where it can;
+    its attribute ``torchplug_messages`` holds ``messages``."""
+    fused = wrapper(propagate, functools.partial(_propagate, messages))
+    fused.torchplug_messages = messages
+    return fused
