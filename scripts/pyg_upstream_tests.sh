@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# PyG's own tests of nn (aggr and pool included) and utils, with torchplug's
+# PyG backend off and then on; every test that passes off must pass on.
+#
+#   scripts/pyg_upstream_tests.sh PYG_TEST_DIR OUT_DIR [PYTEST_ARGS...]
+#
+# PYG_TEST_DIR is the test/ folder of a PyG source tree at the installed
+# version (git archive 2.8.0 test | tar -x). torchplug must be importable
+# (PYTHONPATH=build/install). OUT_DIR gets both JUnit reports and compare.txt.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TESTS="$(cd "${1:?usage: scripts/pyg_upstream_tests.sh PYG_TEST_DIR OUT_DIR [PYTEST_ARGS...]}" && pwd)"
+OUT="$(mkdir -p "${2:?OUT_DIR}" && cd "$2" && pwd)"
+shift 2
+export PYTHONPATH="$ROOT/tests/pyg_upstream${PYTHONPATH:+:$PYTHONPATH}"
+for mode in off on; do
+  plugin=(); [[ $mode == on ]] && plugin=(-p backend_on)
+  (cd "$TESTS/.." && python3 -m pytest -q -p no:cacheprovider "${plugin[@]}" --junitxml="$OUT/$mode.xml" \
+    "$@" test/nn test/utils > "$OUT/$mode.log" 2>&1)
+  tail -n 1 "$OUT/$mode.log"
+done
+python3 "$ROOT/tests/pyg_upstream/compare.py" "$OUT/off.xml" "$OUT/on.xml" | tee "$OUT/compare.txt"
