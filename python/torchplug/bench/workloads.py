@@ -9,7 +9,10 @@ candidates it runs (torchplug and what a user would call instead).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
@@ -112,7 +115,16 @@ class Profile:
 
 def family_workloads(scale: Scale) -> tuple[Workload, ...]:
     """Every family's workloads at ``scale``, family by family."""
-    return tuple(w for module in bench_modules() for w in module.workloads(scale))
+    return tuple(w for module in workload_modules() for w in module.workloads(scale))
+
+
+def workload_modules() -> list[ModuleType]:
+    """Every family's bench module, then the PyG backend's where
+    torch_geometric is installed."""
+    modules = bench_modules()
+    if importlib.util.find_spec("torch_geometric") is not None:
+        modules.append(importlib.import_module("torchplug.pyg.pyg_bench"))
+    return modules
 
 
 def _profile(name: str, scale: Scale, copy_numel: int, warmup: int, repeats: int) -> Profile:
