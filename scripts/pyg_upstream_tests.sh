@@ -6,7 +6,7 @@
 #
 # PYG_TEST_DIR is the test/ folder of a PyG source tree at the installed
 # version (git archive 2.8.0 test | tar -x). torchplug must be importable
-# (PYTHONPATH=build/install). OUT_DIR gets both JUnit reports and compare.txt.
+# (PYTHONPATH=$PWD/build/install: absolute, the runs start in PYG_TEST_DIR/..). OUT_DIR gets both JUnit reports and compare.txt.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,8 +16,9 @@ shift 2
 export PYTHONPATH="$ROOT/tests/pyg_upstream${PYTHONPATH:+:$PYTHONPATH}"
 for mode in off on; do
   plugin=(); [[ $mode == on ]] && plugin=(-p backend_on)
-  (cd "$TESTS/.." && python3 -m pytest -q -p no:cacheprovider "${plugin[@]}" --junitxml="$OUT/$mode.xml" \
-    "$@" test/nn test/utils > "$OUT/$mode.log" 2>&1)
+  # PyG's settings and conftest.py only: none of this tree's (-c, --confcutdir).
+  (cd "$TESTS/.." && python3 -m pytest -q -c /dev/null --rootdir . --confcutdir . -p no:cacheprovider \
+    "${plugin[@]}" --junitxml="$OUT/$mode.xml" "$@" test/nn test/utils > "$OUT/$mode.log" 2>&1)
   tail -n 1 "$OUT/$mode.log"
 done
 python3 "$ROOT/tests/pyg_upstream/compare.py" "$OUT/off.xml" "$OUT/on.xml" | tee "$OUT/compare.txt"
