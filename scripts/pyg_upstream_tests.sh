@@ -6,7 +6,8 @@
 #
 # PYG_TEST_DIR is the test/ folder of a PyG source tree at the installed
 # version (git archive 2.8.0 test | tar -x). torchplug must be importable
-# (PYTHONPATH=$PWD/build/install: absolute, the runs start in PYG_TEST_DIR/..). OUT_DIR gets both JUnit reports and compare.txt.
+# (PYTHONPATH=$PWD/build/install: absolute, the runs start in PYG_TEST_DIR/..).
+# OUT_DIR gets both JUnit reports, both logs and compare.txt.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,6 +15,9 @@ TESTS="$(cd "${1:?usage: scripts/pyg_upstream_tests.sh PYG_TEST_DIR OUT_DIR [PYT
 OUT="$(mkdir -p "${2:?OUT_DIR}" && cd "$2" && pwd)"
 shift 2
 export PYTHONPATH="$ROOT/tests/pyg_upstream${PYTHONPATH:+:$PYTHONPATH}"
+# Some of PyG's parameters come from sets: one hash seed gives every pytest-xdist
+# worker the same test list.
+export PYTHONHASHSEED=0
 for mode in off on; do
   plugin=(); [[ $mode == on ]] && plugin=(-p backend_on)
   # PyG's settings and conftest.py only: none of this tree's (-c, --confcutdir).
