@@ -222,6 +222,20 @@ def test_index_past_num_nodes_raises_index_error(device: str) -> None:
             gnn.GCNConv(4, 3)(x, torch.tensor([[0, 1, 12], [1, 2, 3]]))
 
 
+def test_index_past_dim_size_raises_pyg_kind_of_error(device: str) -> None:
+    """PyG's scatter raises torch's RuntimeError there; so does the backend's."""
+    src = torch.randn(5, 2, device=device)
+    index = torch.tensor([0, 1, 4, 0, 2], device=device)
+    for reduce in ("sum", "mean", "max"):
+        if device == "cpu":  # on CUDA, PyG's own scatter asserts on the device
+            with torchplug.pyg.enabled(False), pytest.raises(RuntimeError, match="out of bounds"):
+                utils.scatter(src, index, 0, 3, reduce)
+        with torchplug.pyg.enabled(), torchplug.checked(), pytest.raises(RuntimeError, match="out of bounds"):
+            utils.scatter(src, index, 0, 3, reduce)
+    with torchplug.pyg.enabled(), torchplug.checked(), pytest.raises(RuntimeError, match="out of bounds"):
+        utils.softmax(src, index, num_nodes=3)
+
+
 def test_non_long_index_gets_a_clear_message(device: str) -> None:
     src = torch.randn(5, 2, device=device)
     with torchplug.pyg.enabled(), pytest.raises(RuntimeError, match="index.*int64|int64.*index"):

@@ -43,6 +43,16 @@ def _reduction(reduce: str, src: Tensor) -> Optional[str]:
     return name.name
 
 
+def _with_pyg_error(op: Callable, *args):
+    """``op(*args)``, its IndexError for an index past the output raised as
+    the RuntimeError PyG's own path raises there (from torch's scatter), the
+    kind PyG's callers catch."""
+    try:
+        return op(*args)
+    except IndexError as error:
+        raise RuntimeError(f"{error} (index out of bounds)") from error
+
+
 def scatter(original: Callable, src: Tensor, index: Tensor, dim: int = 0, dim_size: Optional[int] = None,
             reduce: str = "sum") -> Tensor:
     """``torch_geometric.utils.scatter``: ``src [*, E, *]`` reduced by the 1-D
@@ -50,7 +60,7 @@ def scatter(original: Callable, src: Tensor, index: Tensor, dim: int = 0, dim_si
     name = _reduction(reduce, src) if isinstance(src, Tensor) else None
     if name is None or not isinstance(index, Tensor) or index.dim() != 1 or not -src.dim() <= dim < src.dim():
         return original(src, index, dim, dim_size, reduce)  # PyG raises its errors
-    return scatter_ops.scatter(src, index, dim, None, dim_size, name)
+    return _with_pyg_error(scatter_ops.scatter, src, index, dim, None, dim_size, name)
 
 
 def scatter_argmax(original: Callable, src: Tensor, index: Tensor, dim: int = 0,
@@ -60,7 +70,7 @@ def scatter_argmax(original: Callable, src: Tensor, index: Tensor, dim: int = 0,
     as torch_scatter gives)."""
     if _reduction("max", src) is None or index.dim() != 1:
         return original(src, index, dim, dim_size)
-    return scatter_ops.scatter_max(src, index, dim, None, dim_size)[1]
+    return _with_pyg_error(scatter_ops.scatter_max, src, index, dim, None, dim_size)[1]
 
 
 def segment(original: Callable, src: Tensor, ptr: Tensor, reduce: str = "sum") -> Tensor:
@@ -89,7 +99,7 @@ def softmax(original: Callable, src: Tensor, index: Optional[Tensor] = None, ptr
             return composite.softmax_csr(src, ptr, 0)
         return original(src, index, ptr, num_nodes, dim)
     if ptr is None and index is not None and index.dim() == 1:
-        return composite.scatter_softmax(src, index, dim, num_nodes)
+        return _with_pyg_error(composite.scatter_softmax, src, index, dim, num_nodes)
     return original(src, index, ptr, num_nodes, dim)
 
 
