@@ -65,19 +65,17 @@ def messages_of(cls: type, message_passing: type) -> Optional[Messages]:
     return Messages(FUSED_LAYERS[definer.__name__])
 
 
-def _check_targets(edge_index: Tensor, num_sources: int, num_targets: int) -> None:
-    """PyG's IndexError for an ``edge_index`` naming a node outside ``x`` or
-    the output, where torchplug validates indices (the CPU, CUDA in checked
-    mode); CUDA kernels otherwise skip such edges."""
+def _check_nodes(edge_index: Tensor, num_sources: int, num_targets: int) -> None:
+    """The IndexError PyG raises for an ``edge_index`` naming a node outside
+    ``x`` or the output, where torchplug validates indices (the CPU, CUDA in
+    checked mode); CUDA kernels otherwise skip such edges."""
     if torch.compiler.is_compiling() or not validates_indices(edge_index.device) or edge_index.numel() == 0:
         return
-    for row, bound in ((edge_index[0], num_sources), (edge_index[1], num_targets)):
-        low, high = int(row.min()), int(row.max())
+    for row, bound, nodes in ((0, num_sources, "source nodes (x)"), (1, num_targets, "target nodes")):
+        low, high = int(edge_index[row].min()), int(edge_index[row].max())
         if low < 0 or high >= bound:
-            raise IndexError(
-                f"Found indices in 'edge_index' outside [0, {bound}) (got {low if low < 0 else high}). Please "
-                f"ensure that all indices in 'edge_index' point to valid indices in the interval [0, {bound}) "
-                f"in your node feature matrix and try again.")
+            raise IndexError(f"torchplug.pyg: row {row} of 'edge_index' holds {low if low < 0 else high}, "
+                             f"outside the {bound} {nodes}: expected values in [0, {bound})")
 
 
 def _fused(layer, messages: Messages, edge_index, size, kwargs: dict) -> Optional[Tensor]:
@@ -102,7 +100,7 @@ def _fused(layer, messages: Messages, edge_index, size, kwargs: dict) -> Optiona
                 None, num_targets):
             return None  # PyG raises its own error
         num_targets = size[1] if size[1] is not None else num_targets
-    _check_targets(edge_index, num_sources, num_targets)
+    _check_nodes(edge_index, num_sources, num_targets)
     csr = cache.get(edge_index, 1, num_targets, num_sources)
     value = None if weight is None else weight.to(x_src.dtype).index_select(0, csr.perm)
     needs_transpose = (reduction.name in ("sum", "mean") and torch.is_grad_enabled() and x_src.requires_grad)
@@ -112,7 +110,7 @@ def _fused(layer, messages: Messages, edge_index, size, kwargs: dict) -> Optiona
 
 def _propagate(messages: Messages, propagate: Callable, self, edge_index, *args, size=None, **kwargs):
     """A fused class's ``propagate``: :func:`_fused`, else PyG's ``propagate``."""
-    out = None if args or torch.jit.is_scripting() else _fused(self, messages, edge_index, size, kwargs)
+    out = None if args else _fused(self, messages, edge_index, size, kwargs)
     if out is None:
         return propagate(self, edge_index, *args, size=size, **kwargs)
     return out
