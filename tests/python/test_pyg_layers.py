@@ -139,6 +139,18 @@ def test_backend_matches_pyg(name: str, factory: Callable, call: Callable, dtype
         torch.testing.assert_close(a, e)
 
 
+@pytest.mark.parametrize("aggr", ["std", "var", ["mean", "max", "std"], ["sum", "min"]], ids=str)
+def test_aggregation_modules_run_over_the_csr(aggr, device: str) -> None:
+    """SAGEConv's aggregations of x_j, one module or several, are spmm over
+    the CSR: no scatter of gathered messages."""
+    torch.manual_seed(0)
+    module = gnn.SAGEConv(F, OUT, aggr=aggr).to(device)
+    g = graph(device, torch.float32)
+    with torchplug.pyg.enabled(), TorchplugCalls() as calls:
+        run(module, CONV, g)
+    assert calls.ops and all(op.startswith("spmm") or op == "sddmm" for op in calls.ops), calls.ops
+
+
 @pytest.mark.parametrize("name", ["GCNConv", "SAGEConv mean", "GINConv", "GraphConv", "SGConv", "APPNP"])
 def test_default_message_layers_are_fused(name: str) -> None:
     """The layers whose messages are x_j (times a weight) run as one spmm:

@@ -3,14 +3,15 @@
 PyG runs a layer over ``edge_index [2, E]`` as a gather of the E x F
 messages ``x_j`` and a scatter of them; only a sparse adjacency takes its
 ``message_and_aggregate`` path. For a layer whose messages are ``x_j``, or
-``x_j`` times a per-edge weight, the two are exactly :func:`torchplug.spmm`
-over the graph's CSR: :func:`fused_propagate` wraps such a class's
-``propagate`` to run that, with the CSR (and its transpose, for x's
-gradient) from :mod:`torchplug.pyg.csr_cache`. Every call it cannot run
-exactly as PyG would goes to PyG's ``propagate``: hooks, explain mode,
-decomposed layers, the reverse flow, positional arguments, sparse inputs,
-an aggregation that is not one string of sum, mean, min or max, inputs
-that are not ``[N, F]``.
+``x_j`` times a per-edge weight, the two are :func:`torchplug.spmm` over the
+graph's CSR (a few of them for variance, standard deviation and
+multi-aggregations, :mod:`torchplug.pyg.csr_aggr`): :func:`fused_propagate`
+wraps such a class's ``propagate`` to run that, with the CSR (and its
+transpose, for x's gradient) from :mod:`torchplug.pyg.csr_cache`. Every call
+it cannot run exactly as PyG would goes to PyG's ``propagate``: hooks,
+explain mode, decomposed layers, the reverse flow, positional arguments,
+sparse inputs, an aggregation module csr_aggr does not know, inputs that are
+not ``[N, F]``.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from torchplug._reductions import BY_NAME
 from torchplug.checks import validates_indices
-from torchplug.ops.spmm import spmm as spmm_ops
 
+from . import csr_aggr
 from ._patch import wrapper
 from .csr_cache import cache
 
@@ -48,21 +48,22 @@ _HOOKS = (
 
 
 @dataclass(frozen=True)
-class Messages:
+class MessageForm:
     """What a fused layer's messages are: ``x_j``, times ``weight`` if named."""
 
     weight: Optional[str]
 
 
-def messages_of(cls: type, message_passing: type) -> Optional[Messages]:
+def messages_of(cls: type, message_passing: type) -> Optional[MessageForm]:
     """The messages of ``cls`` if it is fused: its ``message`` is that of a
-    class of :data:`FUSED_LAYERS` and its ``update`` is ``message_passing``'s."""
+    class of :data:`FUSED_LAYERS` and its ``aggregate`` and ``update`` are
+    ``message_passing``'s."""
     definer = next(base for base in cls.__mro__ if "message" in vars(base))
     if definer.__module__.split(".")[0] != "torch_geometric" or definer.__name__ not in FUSED_LAYERS:
         return None
-    if cls.update is not message_passing.update:
+    if cls.aggregate is not message_passing.aggregate or cls.update is not message_passing.update:
         return None
-    return Messages(FUSED_LAYERS[definer.__name__])
+    return MessageForm(FUSED_LAYERS[definer.__name__])
 
 
 def _check_nodes(edge_index: Tensor, num_sources: int, num_targets: int) -> None:
@@ -78,18 +79,18 @@ def _check_nodes(edge_index: Tensor, num_sources: int, num_targets: int) -> None
                              f"outside the {bound} {nodes}: expected values in [0, {bound})")
 
 
-def _fused(layer, messages: Messages, edge_index, size, kwargs: dict) -> Optional[Tensor]:
+def _fused(layer, messages: MessageForm, edge_index, size, kwargs: dict) -> Optional[Tensor]:
     """The layer's output through spmm, or None where PyG must run it."""
     if (type(edge_index) is not Tensor or edge_index.layout != torch.strided or edge_index.dim() != 2
             or edge_index.size(0) != 2 or edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool
-            or not layer.fuse or layer.flow != "source_to_target" or layer.explain or layer.decomposed_layers > 1
+            or layer.flow != "source_to_target" or layer.explain or layer.decomposed_layers > 1
             or any(getattr(layer, hooks) for hooks in _HOOKS)):
         return None
-    reduction = BY_NAME.get(layer.aggr) if isinstance(layer.aggr, str) else None
+    aggregate = csr_aggr.plan(layer.aggr_module)
     x = kwargs.get("x")
     x_src, x_dst = (x[0], x[1]) if isinstance(x, (tuple, list)) and len(x) == 2 else (x, None)
     weight = kwargs.get(messages.weight) if messages.weight is not None else None
-    if (reduction is None or not isinstance(x_src, Tensor) or x_src.dim() != 2 or not x_src.is_floating_point()
+    if (aggregate is None or not isinstance(x_src, Tensor) or x_src.dim() != 2 or not x_src.is_floating_point()
             or set(kwargs) - {"x", messages.weight}
             or weight is not None and (not isinstance(weight, Tensor) or weight.dim() != 1)):
         return None
@@ -103,12 +104,10 @@ def _fused(layer, messages: Messages, edge_index, size, kwargs: dict) -> Optiona
     _check_nodes(edge_index, num_sources, num_targets)
     csr = cache.get(edge_index, 1, num_targets, num_sources)
     value = None if weight is None else weight.to(x_src.dtype).index_select(0, csr.perm)
-    needs_transpose = (reduction.name in ("sum", "mean") and torch.is_grad_enabled() and x_src.requires_grad)
-    transpose = csr.transpose() if needs_transpose else None
-    return spmm_ops.spmm((csr.rowptr, csr.col, value), x_src, reduction.name, transpose)
+    return aggregate(csr_aggr.Messages(csr, x_src, value))
 
 
-def _propagate(messages: Messages, propagate: Callable, self, edge_index, *args, size=None, **kwargs):
+def _propagate(messages: MessageForm, propagate: Callable, self, edge_index, *args, size=None, **kwargs):
     """A fused class's ``propagate``: :func:`_fused`, else PyG's ``propagate``."""
     out = None if args else _fused(self, messages, edge_index, size, kwargs)
     if out is None:
@@ -116,7 +115,7 @@ def _propagate(messages: Messages, propagate: Callable, self, edge_index, *args,
     return out
 
 
-def fused_propagate(propagate: Callable, messages: Messages) -> Callable:
+def fused_propagate(propagate: Callable, messages: MessageForm) -> Callable:
     """``propagate`` (a class's, PyG's) running :func:`_fused` where it can;
     its attribute ``torchplug_messages`` holds ``messages``."""
     fused = wrapper(propagate, functools.partial(_propagate, messages))
