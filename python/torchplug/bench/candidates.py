@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
@@ -47,7 +46,7 @@ class Candidate:
     note: str = ""
     #: the state ``fn`` runs in (the PyG backend on or off), entered around
     #: its check and around its timed calls, outside the clock
-    context: Callable[[], AbstractContextManager] = contextlib.nullcontext
+    context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
 
 
 @dataclass(frozen=True)

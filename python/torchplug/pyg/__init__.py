@@ -35,7 +35,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Iterator
-from typing import Any, Callable
+from typing import Callable
 
 from . import functional
 from ._patch import Log, swap_everywhere, wrapper
@@ -45,9 +45,8 @@ __all__ = ["disable", "enable", "enabled", "is_enabled"]
 
 _lock = threading.RLock()
 _log = Log()
-#: id(original) -> replacement, and back, while enabled.
-_replacements: dict[int, Any] = {}
-_originals: dict[int, Any] = {}
+#: (PyG's function, its replacement), while enabled.
+_swapped: list[tuple[Callable, Callable]] = []
 
 
 def _import_pyg():
@@ -101,13 +100,11 @@ def enable() -> None:
     """
     pyg = _import_pyg()
     with _lock:
-        if _replacements:
+        if _swapped:
             return
-        for original, implementation in _functions(pyg).items():
-            replacement = wrapper(original, implementation)
-            _replacements[id(original)] = replacement
-            _originals[id(replacement)] = original
-        swap_everywhere(_replacements)
+        _swapped.extend((original, wrapper(original, implementation))
+                        for original, implementation in _functions(pyg).items())
+        swap_everywhere({id(original): replacement for original, replacement in _swapped})
 
         message_passing = pyg.nn.MessagePassing
         set_templates = message_passing._set_jittable_templates
@@ -117,7 +114,7 @@ def enable() -> None:
         def set_jittable_templates(self, *args, **kwargs):
             set_templates(self, *args, **kwargs)
             with _lock:
-                if _replacements:
+                if _swapped:
                     _fuse(type(self), message_passing)
 
         _log.set(message_passing, "_set_jittable_templates", set_jittable_templates)
@@ -128,17 +125,16 @@ def enable() -> None:
 def disable() -> None:
     """Puts back every object :func:`enable` replaced; harmless when off."""
     with _lock:
-        if not _replacements:
+        if not _swapped:
             return
-        swap_everywhere(_originals)
+        swap_everywhere({id(replacement): original for original, replacement in _swapped})
         _log.restore()
-        _replacements.clear()
-        _originals.clear()
+        _swapped.clear()
 
 
 def is_enabled() -> bool:
     """Whether the backend is on."""
-    return bool(_replacements)
+    return bool(_swapped)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -35,19 +35,24 @@ _SPMM = {"SumAggregation": "sum", "MeanAggregation": "mean", "MinAggregation": "
 @dataclass
 class Messages:
     """A layer's messages over ``csr``: ``value[k] * x[col[k]]`` (value in
-    CSR order, or None for weights of 1)."""
+    CSR order, or None for weights of 1). Each reduction of them is computed
+    once per call: a multi-aggregation's mean and its std's mean are one."""
 
     csr: Csr
     x: Tensor
     value: Optional[Tensor]
+    _done: dict[tuple[str, bool, bool], Tensor] = field(default_factory=dict, repr=False)
 
     def spmm(self, reduce: str, squared: bool = False) -> Tensor:
         """``reduce`` of each row's messages (of their squares with ``squared``)."""
-        x = self.x * self.x if squared else self.x
-        value = self.value * self.value if squared and self.value is not None else self.value
-        needs_transpose = reduce in ("sum", "mean") and torch.is_grad_enabled() and x.requires_grad
-        transpose = self.csr.transpose() if needs_transpose else None
-        return spmm_ops.spmm((self.csr.rowptr, self.csr.col, value), x, reduce, transpose)
+        key = (reduce, squared, torch.is_grad_enabled())  # a semi_grad variance's no-grad mean is its own
+        if key not in self._done:
+            x = self.x * self.x if squared else self.x
+            value = self.value * self.value if squared and self.value is not None else self.value
+            needs_transpose = reduce in ("sum", "mean") and torch.is_grad_enabled() and x.requires_grad
+            transpose = self.csr.transpose() if needs_transpose else None
+            self._done[key] = spmm_ops.spmm((self.csr.rowptr, self.csr.col, value), x, reduce, transpose)
+        return self._done[key]
 
 
 def _variance(messages: Messages, semi_grad: bool) -> Tensor:

@@ -31,6 +31,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from torchplug.checks import validates_indices
 from torchplug.ops.spmm import spmm as spmm_ops
 
 #: Graphs kept at once (a model's layers share one; a few for validation sets).
@@ -55,11 +56,27 @@ class Csr:
         return self._transpose
 
 
-def build(target: Tensor, source: Tensor, num_rows: int, num_cols: int) -> Csr:
-    """The CSR of the edges ``source[e] -> target[e]``, ``num_rows`` targets
-    by ``num_cols`` sources; the edges of a row keep their order (a stable
+def _check_nodes(edge_index: Tensor, num_rows: int, num_cols: int) -> None:
+    """The IndexError PyG raises for an ``edge_index`` naming a node outside
+    ``x`` or the output, where torchplug validates indices (the CPU, CUDA in
+    checked mode); CUDA kernels otherwise skip such edges. A cached graph was
+    checked against the same sizes when it was built."""
+    if torch.compiler.is_compiling() or not validates_indices(edge_index.device) or edge_index.numel() == 0:
+        return
+    for row, bound, nodes in ((0, num_cols, "source nodes (x)"), (1, num_rows, "target nodes")):
+        low, high = int(edge_index[row].min()), int(edge_index[row].max())
+        if low < 0 or high >= bound:
+            raise IndexError(f"torchplug.pyg: row {row} of 'edge_index' holds {low if low < 0 else high}, "
+                             f"outside the {bound} {nodes}: expected values in [0, {bound})")
+
+
+def build(edge_index: Tensor, num_rows: int, num_cols: int) -> Csr:
+    """The CSR of the edges ``edge_index[0, e] -> edge_index[1, e]``,
+    ``num_rows`` targets by ``num_cols`` sources, checked as
+    :func:`_check_nodes` says; the edges of a row keep their order (a stable
     sort), which makes the result and every sum over it deterministic."""
-    target, source = target.long(), source.long()
+    _check_nodes(edge_index, num_rows, num_cols)
+    source, target = edge_index[0].long(), edge_index[1].long()
     order = torch.argsort(target, stable=True)
     bounds = torch.arange(num_rows + 1, device=target.device)
     rowptr = torch.searchsorted(target[order], bounds)
@@ -93,18 +110,17 @@ class CsrCache:
             self._entries.clear()
             self.builds = 0
 
-    def get(self, edge_index: Tensor, flow_target: int, num_rows: int, num_cols: int) -> Csr:
-        """The CSR of ``edge_index [2, E]`` whose row ``flow_target`` holds the
-        targets, for ``num_rows`` targets and ``num_cols`` sources; built if
+    def get(self, edge_index: Tensor, num_rows: int, num_cols: int) -> Csr:
+        """The CSR of ``edge_index [2, E]`` (row 0 the sources, row 1 the
+        targets) for ``num_rows`` targets and ``num_cols`` sources; built if
         no entry holds it."""
         if torch.compiler.is_compiling():
-            return build(edge_index[flow_target], edge_index[1 - flow_target], num_rows, num_cols)
-        key = (flow_target, num_rows, num_cols)
+            return build(edge_index, num_rows, num_cols)
+        key = (num_rows, num_cols)
         with self._lock:
             entry = self._lookup(edge_index, key)
             if entry is None:
-                csr = build(edge_index[flow_target], edge_index[1 - flow_target], num_rows, num_cols)
-                entry = _Entry(edge_index, edge_index._version, key, csr)
+                entry = _Entry(edge_index, edge_index._version, key, build(edge_index, num_rows, num_cols))
                 self.builds += 1
             self._entries[id(entry.edge_index)] = entry
             self._entries.move_to_end(id(entry.edge_index))

@@ -121,7 +121,7 @@ def spmm(original: Callable, src, other: Tensor, reduce: str = "sum") -> Tensor:
     EdgeIndex goes through :func:`edge_index_spmm`; a torch_sparse
     SparseTensor to PyG."""
     name = BY_NAME.get(reduce)
-    if (name is None or not isinstance(src, Tensor) or not src.is_sparse and src.layout == torch.strided
+    if (name is None or not isinstance(src, Tensor) or src.layout == torch.strided
             or src.dim() != 2 or type(src) is not Tensor or other.dtype not in _FLOATING or other.dim() != 2):
         return original(src, other, reduce)
     rowptr, col, value = to_csr(src)

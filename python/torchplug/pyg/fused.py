@@ -23,8 +23,6 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from torchplug.checks import validates_indices
-
 from . import csr_aggr
 from ._patch import wrapper
 from .csr_cache import cache
@@ -66,19 +64,6 @@ def messages_of(cls: type, message_passing: type) -> Optional[MessageForm]:
     return MessageForm(FUSED_LAYERS[definer.__name__])
 
 
-def _check_nodes(edge_index: Tensor, num_sources: int, num_targets: int) -> None:
-    """The IndexError PyG raises for an ``edge_index`` naming a node outside
-    ``x`` or the output, where torchplug validates indices (the CPU, CUDA in
-    checked mode); CUDA kernels otherwise skip such edges."""
-    if torch.compiler.is_compiling() or not validates_indices(edge_index.device) or edge_index.numel() == 0:
-        return
-    for row, bound, nodes in ((0, num_sources, "source nodes (x)"), (1, num_targets, "target nodes")):
-        low, high = int(edge_index[row].min()), int(edge_index[row].max())
-        if low < 0 or high >= bound:
-            raise IndexError(f"torchplug.pyg: row {row} of 'edge_index' holds {low if low < 0 else high}, "
-                             f"outside the {bound} {nodes}: expected values in [0, {bound})")
-
-
 def _fused(layer, messages: MessageForm, edge_index, size, kwargs: dict) -> Optional[Tensor]:
     """The layer's output through spmm, or None where PyG must run it."""
     if (type(edge_index) is not Tensor or edge_index.layout != torch.strided or edge_index.dim() != 2
@@ -101,8 +86,7 @@ def _fused(layer, messages: MessageForm, edge_index, size, kwargs: dict) -> Opti
                 None, num_targets):
             return None  # PyG raises its own error
         num_targets = size[1] if size[1] is not None else num_targets
-    _check_nodes(edge_index, num_sources, num_targets)
-    csr = cache.get(edge_index, 1, num_targets, num_sources)
+    csr = cache.get(edge_index, num_targets, num_sources)
     value = None if weight is None else weight.to(x_src.dtype).index_select(0, csr.perm)
     return aggregate(csr_aggr.Messages(csr, x_src, value))
 
