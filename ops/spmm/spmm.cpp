@@ -5,7 +5,7 @@
 //            Tensor? perm=None) -> Tensor   (min, max: (out, arg))
 //   spmm_transpose(Tensor rowptr, Tensor col, SymInt num_cols) -> (Tensor colptr, Tensor row, Tensor perm)
 //   sddmm(Tensor rowptr, Tensor col, Tensor a, Tensor b, bool mean=False, Tensor? colptr=None,
-//         Tensor? row=None, Tensor? perm=None) -> Tensor
+//         Tensor? row=None, Tensor? perm=None, int heads=1) -> Tensor
 
 #include "spmm.h"
 
@@ -78,8 +78,12 @@ void check_args(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
     core::check_same_device(op, {{"value", &v}, TORCHPLUG_ARG(x)});
     TORCH_CHECK(v.scalar_type() == x.scalar_type(), op, ": argument 'value' must have x's dtype ",
                 x.scalar_type(), ", got ", v.scalar_type());
-    TORCH_CHECK(v.dim() == 1 && v.sym_size(0) == col.sym_size(0), op, ": argument 'value' of shape ",
-                v.sym_sizes(), " must be [nnz] with nnz = col.size(0) = ", col.sym_size(0));
+    TORCH_CHECK((v.dim() == 1 || v.dim() == 2) && v.sym_size(0) == col.sym_size(0), op,
+                ": argument 'value' of shape ", v.sym_sizes(), " must be [nnz] or [nnz, H] with nnz = col.size(0) = ",
+                col.sym_size(0));
+    TORCH_CHECK(v.dim() == 1 || (x.dim() >= 2 && x.sym_size(1) == v.sym_size(1)), op, ": argument 'value' of shape ",
+                v.sym_sizes(), " weighs H = ", v.sym_size(1), " heads: x of shape ", x.sym_sizes(),
+                " must be [N, H, *]");
   }
   check_transpose_shapes(op, col, x.sym_size(0), "x.size(0)", colptr, row, perm);
 }
@@ -93,7 +97,7 @@ void check_values(const char* op, const at::Tensor& rowptr, const at::Tensor& co
 }
 
 void check_sddmm_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                      const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+                      const OptTensor& colptr, const OptTensor& row, const OptTensor& perm, int64_t heads) {
   const char* op = kSddmm.name().c_str();
   core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
   check_csr(op, rowptr, col);
@@ -104,6 +108,9 @@ void check_sddmm_args(const at::Tensor& rowptr, const at::Tensor& col, const at:
   TORCH_CHECK(b.dim() == a.dim() && b.sym_sizes().slice(1) == a.sym_sizes().slice(1), op,
               ": argument 'b' of shape ", b.sym_sizes(), " must be [N, *] with a's trailing shape ",
               a.sym_sizes().slice(1));
+  TORCH_CHECK(heads >= 1, op, ": argument 'heads' must be at least 1, got ", heads);
+  TORCH_CHECK(heads == 1 || (a.dim() >= 2 && a.sym_size(1) == heads), op, ": argument 'a' of shape ", a.sym_sizes(),
+              " must be [M, H, *] with H = heads = ", heads);
   check_transpose_shapes(op, col, b.sym_size(0), "b.size(0)", colptr, row, perm);
 }
 
@@ -119,6 +126,8 @@ SpmmProblem plan(const at::Tensor& rowptr, const at::Tensor& col, const OptTenso
   p.N = x.size(0);
   p.nnz = col.size(0);
   p.F = c10::multiply_integers(x.sizes().slice(1));
+  p.H = value.has_value() && value->dim() == 2 ? value->size(1) : 1;
+  p.C = p.H > 0 ? p.F / p.H : 0;
   check_values(op, rowptr, col, p.N);
   check_transpose_values(op, p.M, p.nnz, colptr, row, perm);
   p.rowptr = rowptr.contiguous();
@@ -184,13 +193,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_transpose(const at::Tensor& 
 }
 
 SddmmProblem plan_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                        bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  check_sddmm_args(rowptr, col, a, b, colptr, row, perm);
+                        bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm,
+                        int64_t heads) {
+  check_sddmm_args(rowptr, col, a, b, colptr, row, perm, heads);
   SddmmProblem p;
   p.M = rowptr.size(0) - 1;
   p.N = b.size(0);
   p.nnz = col.size(0);
   p.F = c10::multiply_integers(a.sizes().slice(1));
+  p.H = heads;
+  p.C = p.F / heads;
   p.mean = mean;
   check_values(kSddmm.name().c_str(), rowptr, col, p.N);
   check_transpose_values(kSddmm.name().c_str(), p.M, p.nnz, colptr, row, perm);
@@ -198,22 +210,25 @@ SddmmProblem plan_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const a
   p.col = col.contiguous();
   p.a = a.contiguous();
   p.b = b.contiguous();
-  p.out = at::empty({p.nnz}, a.options());
+  p.out = heads == 1 ? at::empty({p.nnz}, a.options()) : at::empty({p.nnz, heads}, a.options());
   return p;
 }
 
 at::Tensor meta_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                      bool /*mean*/, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
-  check_sddmm_args(rowptr, col, a, b, colptr, row, perm);
-  return at::empty_symint({col.sym_size(0)}, a.options());
+                      bool /*mean*/, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm,
+                      int64_t heads) {
+  check_sddmm_args(rowptr, col, a, b, colptr, row, perm, heads);
+  if (heads == 1) return at::empty_symint({col.sym_size(0)}, a.options());
+  return at::empty_symint({col.sym_size(0), heads}, a.options());
 }
 
 at::Tensor call_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                      bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+                      bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm,
+                      int64_t heads) {
   static const auto op =
       core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
-                               const OptTensor&, const OptTensor&, const OptTensor&)>(kSddmm);
-  return op.call(rowptr, col, a, b, mean, colptr, row, perm);
+                               const OptTensor&, const OptTensor&, const OptTensor&, int64_t)>(kSddmm);
+  return op.call(rowptr, col, a, b, mean, colptr, row, perm, heads);
 }
 
 }  // namespace spmm_detail
@@ -273,9 +288,9 @@ SpmmTranspose spmm_transpose(const at::Tensor& rowptr, const at::Tensor& col, in
 }
 
 at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                 bool mean, const std::optional<SpmmTranspose>& transpose) {
+                 bool mean, const std::optional<SpmmTranspose>& transpose, int64_t heads) {
   const TransposeArgs t(transpose);
-  return spmm_detail::call_sddmm(rowptr, col, a, b, mean, t.colptr, t.row, t.perm);
+  return spmm_detail::call_sddmm(rowptr, col, a, b, mean, t.colptr, t.row, t.perm, heads);
 }
 
 }  // namespace torchplug

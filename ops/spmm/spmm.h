@@ -8,7 +8,9 @@
 //
 //   rowptr  int64 [M + 1], starting at 0, never decreasing, ending at nnz
 //   col     int64 [nnz], values in [0, N)
-//   value   x's dtype [nnz], or none (every edge weighs 1)
+//   value   x's dtype [nnz], or none (every edge weighs 1); or [nnz, H], one
+//           weight per head, for x [N, H, *] (multi-head attention):
+//             out[r, h] = reduce over k of value[k, h] * x[col[k], h]
 //   x       [N, *]: float16, bfloat16 (computed in float32), float32, float64
 // The output is [M, *]; an empty row holds 0. rowptr and col are checked on
 // the CPU and, on CUDA, in checked mode (torchplug.set_checks); outside it a
@@ -64,10 +66,14 @@ at::Tensor spmm(const at::Tensor& rowptr, const at::Tensor& col, const std::opti
 // spmm_sum, or with `mean` of spmm_mean):
 //   out[k] = a[row(k)] . b[col(k)]   (over the row's edge count when mean)
 // a [M, *] and b [N, *] of one dtype and the same trailing shape; out [nnz]
-// of their dtype, summed in float32 for float16 and bfloat16. An edge whose
-// col lies outside [0, N) (unchecked CUDA) gets 0. Differentiable in a and b;
-// b's gradient runs over the transpose, built unless given.
+// of their dtype, summed in float32 for float16 and bfloat16. With heads = H
+// (a [M, H, *], b [N, H, *]) one product per head: out [nnz, H],
+//   out[k, h] = a[row(k), h] . b[col(k), h]
+// (the value gradient of a multi-head spmm; attention's q . k scores). An
+// edge whose col lies outside [0, N) (unchecked CUDA) gets 0. Differentiable
+// in a and b; b's gradient runs over the transpose, built unless given.
 at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                 bool mean = false, const std::optional<SpmmTranspose>& transpose = std::nullopt);
+                 bool mean = false, const std::optional<SpmmTranspose>& transpose = std::nullopt,
+                 int64_t heads = 1);
 
 }  // namespace torchplug

@@ -9,6 +9,11 @@ float64)::
 
     out[r] = reduce over the edges k of row r of value[k] * x[col[k]]     # [M, *]
 
+A ``value`` of ``[nnz, H]`` weighs each head of ``x [N, H, *]`` apart
+(multi-head attention), without the E x H x C messages::
+
+    out[r, h] = reduce over k of value[k, h] * x[col[k], h]               # [M, H, *]
+
 An empty row holds 0. Differentiable in ``x`` and ``value``. The per-reduction
 functions are TorchScript-able; :func:`spmm` also takes a
 ``torch.sparse_csr_tensor`` adjacency.
@@ -81,14 +86,15 @@ def spmm_max(rowptr: Tensor, col: Tensor, value: Optional[Tensor], x: Tensor,
 
 
 def sddmm(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor, mean: bool = False,
-          transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None) -> Tensor:
+          transpose: Optional[Tuple[Tensor, Tensor, Tensor]] = None, heads: int = 1) -> Tensor:
     """Per-edge dot products ``a[row(k)] . b[col(k)]`` (over the row's edge
     count with ``mean``), ``[nnz]``: value's gradient of :func:`spmm_sum` (or
     :func:`spmm_mean`) without the E x F messages. ``a [M, *]``, ``b [N, *]``;
     differentiable in both (b's gradient runs over ``transpose``, built unless
-    given)."""
+    given). With ``heads=H`` (``a [M, H, *]``, ``b [N, H, *]``) one product per
+    head, ``[nnz, H]``: a multi-head value's gradient, attention's ``q . k``."""
     colptr, row, perm = _parts(transpose)
-    return torch.ops.torchplug.sddmm(rowptr, col, a, b, mean, colptr, row, perm)
+    return torch.ops.torchplug.sddmm(rowptr, col, a, b, mean, colptr, row, perm, heads)
 
 
 _spmm_by_name = by_name(

@@ -7,7 +7,10 @@
 //   min, max  the gradient goes to the arg edge of each output element:
 //         x[col(arg)] gets g w(arg), value(arg) gets g x[col(arg)]
 //   sddmm(a, b)  a: spmm_<sum|mean>(rowptr, col, g, b); b: A^T as for x above,
-//         with g as the weights and a as the output's gradient
+//         with g as the weights and a as the output's gradient (per head:
+//         g [nnz, H] weighs the heads of b [N, H, C] and a [M, H, C])
+// A multi-head value [nnz, H] weighs x [N, H, C] head by head: the same
+// kernels, its gradient a per-head sddmm.
 // Every backward is built from differentiable ops (spmm_sum and sddmm among
 // them), so double backward works; a transpose given to the forward op is
 // handed to every op of its backward. Nothing synchronises with the host.
@@ -19,6 +22,7 @@
 
 #include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -70,7 +74,7 @@ at::Tensor transposed_product(const at::Tensor& rowptr, const at::Tensor& col, c
     const auto M = rowptr.sym_size(0) - 1;
     const auto degrees = (rowptr.narrow_symint(0, 1, M) - rowptr.narrow_symint(0, 0, M)).clamp_min(1).to(math);
     const auto scale = degrees.reciprocal().index_select(0, *t.row);
-    weights = weights.defined() ? weights.to(math) * scale : scale;
+    weights = weights.defined() ? weights.to(math) * (weights.dim() == 2 ? scale.unsqueeze(-1) : scale) : scale;
     grad = g.to(math);
   }
   const std::optional<at::Tensor> value = weights.defined() ? std::optional<at::Tensor>(weights) : std::nullopt;
@@ -96,33 +100,44 @@ std::pair<at::Tensor, at::Tensor> gradients(const at::Tensor& rowptr, const at::
     c10::SymInt F = 1;
     for (const auto& size : x.sym_sizes().slice(1)) F = F * size;
     // In the math type; an edge whose col lies outside [0, N) (skipped on
-    // unchecked CUDA) gets no gradient and sends none.
+    // unchecked CUDA) gets no gradient and sends none. Element f of a row
+    // belongs to head f / C and takes its edge's weight (k, head): flat
+    // position k * H + head of the [nnz, H] weights.
     const auto math = at::toOpMathType(x.scalar_type());
     const auto x2 = x.reshape_symint({N, F}).to(math);
     const auto g2 = g.reshape_symint({M, F}).to(math);
+    const c10::SymInt H = value.defined() && value.dim() == 2 ? value.sym_size(1) : c10::SymInt(1);
     const auto inside = col.ge(0).logical_and_(col.lt(N));
     const auto safe_col = at::where(inside, col, 0);
-    const auto weight = at::where(inside, value.defined() ? value.to(math) : at::ones_like(col, x2.options()), 0);
+    const auto weight = at::where(inside.unsqueeze(-1),
+                                  value.defined() ? value.to(math).reshape_symint({nnz, H})
+                                                  : at::ones_like(col, x2.options()).unsqueeze(-1),
+                                  0)
+                            .reshape(-1);
     const auto edges = arg.reshape_symint({M, F});
     const auto k = at::where(edges.lt(nnz), edges, 0);
     const auto flat = k.reshape(-1);
+    const c10::SymInt C = H == 0 ? c10::SymInt(1) : F / H;
+    const auto head = at::arange(c10::Scalar(F), col.options()).div(C, "floor");
+    const auto weight_at = (k * H + head).reshape(-1);
     const auto held = edges.lt(nnz).logical_and_(inside.index_select(0, flat).view_as(k));
     const auto c = safe_col.index_select(0, flat).view_as(k);
     if (x_grad_wanted) {
-      const auto w = weight.index_select(0, flat).view_as(k);
+      const auto w = weight.index_select(0, weight_at).view_as(k);
       x_grad = at::zeros_like(x2).scatter_add(0, c, at::where(held, g2 * w, 0));
       x_grad = x_grad.to(x.scalar_type()).view_symint(x.sym_sizes());
     }
     if (value_grad_wanted) {
-      value_grad = at::zeros_symint({nnz}, x2.options()).index_add(0, flat, at::where(held, g2 * x2.gather(0, c), 0)
-                                                                                .reshape(-1));
-      value_grad = value_grad.to(x.scalar_type());
+      value_grad = at::zeros_symint({nnz * H}, x2.options())
+                       .index_add(0, weight_at, at::where(held, g2 * x2.gather(0, c), 0).reshape(-1));
+      value_grad = value_grad.to(x.scalar_type()).view_symint(value.sym_sizes());
     }
   } else {
     if (x_grad_wanted) x_grad = transposed_product<Policy>(rowptr, col, value, g, x.sym_size(0), transpose);
     if (value_grad_wanted) {
       value_grad = call_sddmm(rowptr, col, g, x, Policy::kDividesByCount, transpose.colptr, transpose.row,
-                              transpose.perm);
+                              transpose.perm, value.dim() == 2 ? value.sym_size(1).guard_int(__FILE__, __LINE__) : 1)
+                       .view_symint(value.sym_sizes());
     }
   }
   return {x_grad, value_grad};
@@ -185,9 +200,9 @@ class SddmmFunction : public torch::autograd::Function<SddmmFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const Variable& rowptr, const Variable& col, const Variable& a,
                                const Variable& b, bool mean, const OptTensor& colptr, const OptTensor& row,
-                               const OptTensor& perm) {
+                               const OptTensor& perm, int64_t heads) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto out = call_sddmm(rowptr, col, a, b, mean, colptr, row, perm);
+    auto out = call_sddmm(rowptr, col, a, b, mean, colptr, row, perm, heads);
     const auto transpose = Transpose{colptr, row, perm}.saved();
     ctx->save_for_backward({rowptr, col, a, b, transpose[0], transpose[1], transpose[2]});
     ctx->saved_data["mean"] = mean;
@@ -207,7 +222,7 @@ class SddmmFunction : public torch::autograd::Function<SddmmFunction> {
       b_grad = mean ? transposed_product<MeanPolicy>(s[0], s[1], g, s[2], s[3].sym_size(0), transpose)
                     : transposed_product<SumPolicy>(s[0], s[1], g, s[2], s[3].sym_size(0), transpose);
     }
-    return {Variable(), Variable(), a_grad, b_grad, Variable(), Variable(), Variable(), Variable()};
+    return {Variable(), Variable(), a_grad, b_grad, Variable(), Variable(), Variable(), Variable(), Variable()};
   }
 };
 

@@ -58,7 +58,7 @@ void spmm_rows(const SpmmProblem& p) {
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.mutable_data_ptr<scalar_t>();
   int64_t* arg = Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr;
-  const int64_t F = p.F;
+  const int64_t F = p.F, H = p.H, C = p.C;
   const int64_t average_row = std::max<int64_t>(1, p.nnz / std::max<int64_t>(p.M, 1));
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / (average_row * std::max<int64_t>(F, 1)));
   at::parallel_for(0, p.M, grain, [&](int64_t first, int64_t last) {
@@ -73,8 +73,11 @@ void spmm_rows(const SpmmProblem& p) {
       held_t* __restrict__ holder = held.data();
       for (int64_t k = start; k < end; ++k) {
         if (k + kPrefetchEdges < p.nnz) prefetch_row(x + col[k + kPrefetchEdges] * F, F);
-        const acc_t weight = value != nullptr ? static_cast<acc_t>(value[k]) : acc_t(1);
-        add_message<Policy>(into, holder, x + col[k] * F, weight, static_cast<held_t>(k), F);
+        for (int64_t h = 0; h < H; ++h) {
+          const acc_t weight = value != nullptr ? static_cast<acc_t>(value[k * H + h]) : acc_t(1);
+          add_message<Policy>(into + h * C, holder + (Policy::kHasArg ? h * C : 0), x + col[k] * F + h * C, weight,
+                              static_cast<held_t>(k), C);
+        }
       }
       const int64_t count = end - start;
       for (int64_t f = 0; f < F; ++f) {
@@ -132,7 +135,8 @@ namespace {
 
 // Edges in parallel (a hub row is shared out like any other), each range
 // starting at its first edge's row and walking rowptr from there; every
-// edge's product is its own, so the result does not depend on the threads.
+// edge's products (one per head) are its own, so the result does not depend
+// on the threads.
 template <typename scalar_t>
 void sddmm_edges(const SddmmProblem& p) {
   using acc_t = at::opmath_type<scalar_t>;
@@ -141,7 +145,7 @@ void sddmm_edges(const SddmmProblem& p) {
   const scalar_t* a = p.a.const_data_ptr<scalar_t>();
   const scalar_t* b = p.b.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.mutable_data_ptr<scalar_t>();
-  const int64_t F = p.F;
+  const int64_t F = p.F, H = p.H, C = p.C;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(F, 1));
   at::parallel_for(0, p.nnz, grain, [&](int64_t first, int64_t last) {
     // The row of edge `first`: the last r with rowptr[r] <= first.
@@ -149,9 +153,11 @@ void sddmm_edges(const SddmmProblem& p) {
     for (int64_t k = first; k < last; ++k) {
       while (rowptr[row + 1] <= k) ++row;
       if (k + kPrefetchEdges < last) prefetch_row(b + col[k + kPrefetchEdges] * F, F);
-      acc_t product = core::dot(a + row * F, b + col[k] * F, F);
-      if (p.mean) product /= static_cast<acc_t>(rowptr[row + 1] - rowptr[row]);
-      out[k] = static_cast<scalar_t>(product);
+      for (int64_t h = 0; h < H; ++h) {
+        acc_t product = core::dot(a + row * F + h * C, b + col[k] * F + h * C, C);
+        if (p.mean) product /= static_cast<acc_t>(rowptr[row + 1] - rowptr[row]);
+        out[k * H + h] = static_cast<scalar_t>(product);
+      }
     }
   });
 }

@@ -132,9 +132,9 @@ void transpose_kernel_cuda(const TransposeProblem& p) {
 
 // -------------------------------------------------------------------- sddmm
 //
-// out[k] = a[row(k)] . b[col(k)]: a team of T lanes (the vectors of a row
-// rounded up to a power of two, at most a warp) takes kSddmmChunk
-// consecutive edges, finds the first one's row by binary search and walks
+// out[k, h] = a[row(k), h] . b[col(k), h]: a team of T lanes (the vectors of
+// a head rounded up to a power of two, at most a warp) takes one head of
+// kSddmmChunk consecutive edges, finds the first one's row by binary search and walks
 // rowptr from there, so that a hub is shared out like any other edges. Each
 // lane multiplies its 16-byte vectors of kSddmmInFlight edges at a time (the
 // a rows, the same row for most neighbouring edges, come from L1), and the
@@ -146,8 +146,8 @@ constexpr int64_t kSddmmChunk = 64;
 constexpr int kSddmmInFlight = 4;
 
 struct SddmmSizes {
-  int64_t M, N, nnz, F;
-  int team;  // T
+  int64_t M, N, nnz, F, H, C;  // F = H * C
+  int team;                    // T
   bool mean;
 };
 
@@ -159,12 +159,14 @@ __global__ void sddmm_kernel(const int64_t* __restrict__ rowptr, const int64_t* 
   constexpr int U = kSddmmInFlight;
   const int T = s.team;
   const int lane = threadIdx.x % T;
-  const int64_t vectors = s.F / V;
+  const int64_t vectors = s.C / V;
   const int64_t chunks = at::ceil_div<int64_t>(s.nnz, kSddmmChunk);
   // Whole warps enter and leave the loop together: the shuffles need every lane.
-  const int64_t slots = at::ceil_div<int64_t>(chunks * T, 32) * 32;
+  const int64_t slots = at::ceil_div<int64_t>(chunks * s.H * T, 32) * 32;
   TORCHPLUG_GRID_STRIDE_LOOP(t, slots) {
-    const int64_t first = t / T * kSddmmChunk;
+    const int64_t team = t / T;
+    const int64_t head = team % s.H;
+    const int64_t first = team / s.H * kSddmmChunk;
     const int64_t last = min(first + kSddmmChunk, s.nnz);
     int64_t row = first < s.nnz ? row_at(rowptr, s.M, first) : 0;
     for (int64_t base = first; base < first + kSddmmChunk; base += U) {
@@ -186,8 +188,8 @@ __global__ void sddmm_kernel(const int64_t* __restrict__ rowptr, const int64_t* 
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           if (inside[u] && v < vectors) {
-            core::load_as<scalar_t, V>(a + r[u] * s.F + v * V, x[u]);
-            core::load_as<scalar_t, V>(b + c[u] * s.F + v * V, y[u]);
+            core::load_as<scalar_t, V>(a + r[u] * s.F + head * s.C + v * V, x[u]);
+            core::load_as<scalar_t, V>(b + c[u] * s.F + head * s.C + v * V, y[u]);
           }
         }
 #pragma unroll
@@ -213,7 +215,7 @@ __global__ void sddmm_kernel(const int64_t* __restrict__ rowptr, const int64_t* 
             const int64_t end = min(max(rowptr[r[u] + 1], start), s.nnz);
             result = end > start ? result / static_cast<acc_t>(end - start) : acc_t(0);
           }
-          out[k] = static_cast<scalar_t>(result);
+          out[k * s.H + head] = static_cast<scalar_t>(result);
         }
       }
     }
@@ -231,13 +233,14 @@ void sddmm_kernel_cuda(const SddmmProblem& p) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.a.scalar_type(), "torchplug::sddmm", [&] {
     const auto* a = p.a.const_data_ptr<scalar_t>();
     const auto* b = p.b.const_data_ptr<scalar_t>();
-    core::with_vector_width<scalar_t>(p.F, {a, b}, [&](auto w) {
+    core::with_vector_width<scalar_t>(p.C, {a, b}, [&](auto w) {
       constexpr int V = decltype(w)::value;
-      const int64_t vectors = p.F / V;
+      const int64_t vectors = p.C / V;
       int team = 1;
       while (team < 32 && team < vectors) team *= 2;
-      const SddmmSizes s{p.M, p.N, p.nnz, p.F, team, p.mean};
-      const int64_t slots = at::ceil_div<int64_t>(at::ceil_div<int64_t>(p.nnz, kSddmmChunk) * team, 32) * 32;
+      const SddmmSizes s{p.M, p.N, p.nnz, p.F, p.H, p.C, team, p.mean};
+      const int64_t slots =
+          at::ceil_div<int64_t>(at::ceil_div<int64_t>(p.nnz, kSddmmChunk) * p.H * team, 32) * 32;
       core::launch(sddmm_kernel<scalar_t, V>, slots, p.rowptr.const_data_ptr<int64_t>(),
                    p.col.const_data_ptr<int64_t>(), a, b, p.out.mutable_data_ptr<scalar_t>(), s);
     });

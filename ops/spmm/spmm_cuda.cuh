@@ -1,7 +1,7 @@
 #pragma once
 
 // spmm on CUDA, for one reduction policy: one thread per (row, column
-// vector of up to 16 bytes) walks the row's edges in order, four or eight
+// vector of up to 16 bytes, inside one head) walks the row's edges in order, four or eight
 // in flight (col, value and the x vector they name), combines the weighted
 // messages in registers and writes the row once: no atomics, no zero fill,
 // and the x rows the edges name are read as whole vectors by consecutive
@@ -31,9 +31,17 @@ namespace {
 
 constexpr int64_t kLongRow = 1024;
 
+// x [N, H, C] with F = H * C; value [nnz, H] (H = 1: a weight per edge).
 struct Sizes {
-  int64_t M, N, nnz, F;
+  int64_t M, N, nnz, F, H, C;
 };
+
+// The weights of the head holding column `offset` (a vector never straddles
+// two heads: its width divides C), read at stride H.
+template <typename scalar_t>
+__device__ __forceinline__ const scalar_t* head_weights(const scalar_t* value, int64_t offset, const Sizes& s) {
+  return value == nullptr ? nullptr : value + offset / s.C;
+}
 
 __device__ __forceinline__ void row_bounds(const int64_t* __restrict__ rowptr, int64_t row, int64_t nnz,
                                            int64_t& start, int64_t& end) {
@@ -66,7 +74,7 @@ __device__ __forceinline__ void add_edges(at::opmath_type<scalar_t> (&acc)[V], i
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     c[u] = u < count ? col[k + u] : -1;
-    weight[u] = kWeighted && u < count ? static_cast<acc_t>(value[k + u]) : acc_t(1);
+    weight[u] = kWeighted && u < count ? static_cast<acc_t>(value[(k + u) * s.H]) : acc_t(1);
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -137,7 +145,8 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
     int64_t held[V];
     // In order: the first edge holds an identity nothing beats.
     start_accumulators<Policy>(acc, held, start);
-    add_edge_range<Policy, true, kWeighted>(acc, held, col, value, x, start, end, s, offset);
+    add_edge_range<Policy, true, kWeighted>(acc, held, col, head_weights(value, offset, s), x, start, end, s,
+                                            offset);
     write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
   }
 }
@@ -179,8 +188,8 @@ __global__ void spmm_long_partials_kernel(const int64_t* __restrict__ rowptr, co
       acc_t acc[V];
       int64_t held[V];
       start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
-      add_edge_range<Policy, false, kWeighted>(acc, held, col, value, x, max(start, first), min(end, last), s,
-                                               offset);
+      add_edge_range<Policy, false, kWeighted>(acc, held, col, head_weights(value, offset, s), x, max(start, first),
+                                               min(end, last), s, offset);
       const int64_t slot = (2 * chunk + (starts_inside ? 1 : 0)) * s.F + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -228,8 +237,8 @@ void launch_spmm(const SpmmProblem& p) {
   const scalar_t* value = kWeighted ? p.value.const_data_ptr<scalar_t>() : nullptr;
   int64_t* arg = Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr;
   const at::Tensor flag = at::zeros({1}, p.rowptr.options().dtype(at::kInt));
-  const Sizes s{p.M, p.N, p.nnz, p.F};
-  core::with_vector_width<scalar_t>(p.F, {x, out}, [&](auto w) {
+  const Sizes s{p.M, p.N, p.nnz, p.F, p.H, p.C};
+  core::with_vector_width<scalar_t>(p.C, {x, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t items = p.M * (p.F / V);
     core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, p.rowptr.const_data_ptr<int64_t>(),

@@ -44,12 +44,13 @@ struct SpmmEntries {
   }
 
   static at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                          bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm) {
+                          bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm,
+                          int64_t heads) {
     const char* op = kSddmm.name().c_str();
     core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(a), TORCHPLUG_ARG(b)});
     Kernels::check(op, "a", a);
     const c10::DeviceGuard guard(a.device());
-    const SddmmProblem p = plan_sddmm(rowptr, col, a, b, mean, colptr, row, perm);
+    const SddmmProblem p = plan_sddmm(rowptr, col, a, b, mean, colptr, row, perm, heads);
     Kernels::sddmm(p);
     return p.out;
   }

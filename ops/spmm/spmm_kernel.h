@@ -21,13 +21,15 @@ using core::Result;
 
 using OptTensor = std::optional<at::Tensor>;
 
-// x viewed as [N, F] gathered by a CSR of M rows into out viewed as [M, F].
+// x viewed as [N, H, C] (F = H * C) gathered by a CSR of M rows into out
+// viewed as [M, H, C], edge k's messages to head h weighed by value[k, h].
+// A scalar weight per edge is H = 1.
 struct SpmmProblem {
   at::Tensor rowptr;  // contiguous int64 [M + 1]
   at::Tensor col;     // contiguous int64 [nnz]
-  at::Tensor value;   // contiguous, x's dtype, [nnz]; undefined: weights of 1
+  at::Tensor value;   // contiguous, x's dtype, [nnz, H]; undefined: weights of 1
   at::Tensor x;       // contiguous
-  int64_t M = 0, N = 0, nnz = 0, F = 1;
+  int64_t M = 0, N = 0, nnz = 0, F = 1, H = 1, C = 1;
   at::Tensor out, arg;  // [M, *]; arg (min, max) int64 of out's shape
 };
 
@@ -73,21 +75,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_transpose(const at::Tensor& 
 void transpose_kernel_cpu(const TransposeProblem& p);
 void transpose_kernel_cuda(const TransposeProblem& p);
 
-// sddmm's problem: a [M, F] and b [N, F] over the CSR's edges into out [nnz].
+// sddmm's problem: a [M, H, C] and b [N, H, C] (F = H * C) over the CSR's
+// edges into out [nnz, H], one dot product per edge and head.
 struct SddmmProblem {
   at::Tensor rowptr, col;  // contiguous int64
   at::Tensor a, b;         // contiguous, one dtype
-  int64_t M = 0, N = 0, nnz = 0, F = 1;
+  int64_t M = 0, N = 0, nnz = 0, F = 1, H = 1, C = 1;
   bool mean = false;
-  at::Tensor out;  // [nnz], a's dtype
+  at::Tensor out;  // [nnz] (heads == 1) or [nnz, H], a's dtype
 };
 SddmmProblem plan_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                        bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm);
+                        bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm,
+                        int64_t heads);
 at::Tensor meta_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
-                      bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm);
+                      bool mean, const OptTensor& colptr, const OptTensor& row, const OptTensor& perm,
+                      int64_t heads);
 at::Tensor call_sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
                       bool mean, const OptTensor& colptr = std::nullopt, const OptTensor& row = std::nullopt,
-                      const OptTensor& perm = std::nullopt);
+                      const OptTensor& perm = std::nullopt, int64_t heads = 1);
 void sddmm_kernel_cpu(const SddmmProblem& p);
 void sddmm_kernel_cuda(const SddmmProblem& p);
 

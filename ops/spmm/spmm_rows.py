@@ -16,16 +16,18 @@ from torchplug._reductions import implemented
 
 
 def spmm_sample(M: int, N: int, nnz: int, shape: tuple, hub: int, dtype: torch.dtype, device: str,
-                g: torch.Generator) -> Sample:
+                g: torch.Generator, heads: bool = False) -> Sample:
     """spmm's inputs (x [N, *shape], rowptr, col, value): nnz random edges
-    over M rows, `hub` more in row 0 (past CUDA's long-row limit)."""
+    over M rows, `hub` more in row 0 (past CUDA's long-row limit); with
+    `heads`, value [nnz, shape[0]]: one weight per head."""
     rows = torch.randint(0, max(M, 1), (nnz,), generator=g) if M > 0 else torch.zeros(0, dtype=torch.long)
     rows = torch.cat([torch.zeros(hub if M > 0 else 0, dtype=torch.long), rows]).sort().values
     col = torch.randint(0, N, (rows.numel(),), generator=g)
     rowptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=M).cumsum(0)])
     x = values((N,) + shape, dtype, None, g)
-    value = values((rows.numel(),), dtype, None, g)
-    return Sample(tuple(t.to(device) for t in (x, rowptr, col, value)), 0, desc=f"M={M} N={N} nnz={rows.numel()}")
+    value = values((rows.numel(),) + shape[:1] if heads else (rows.numel(),), dtype, None, g)
+    return Sample(tuple(t.to(device) for t in (x, rowptr, col, value)), 0,
+                  desc=f"M={M} N={N} nnz={rows.numel()} x {list(x.shape)} value {list(value.shape)}")
 
 
 @dataclass
@@ -45,7 +47,8 @@ class SpmmRow(OpRow):
 
     def samples(self, device: str, dtype: torch.dtype, seed: int = 0) -> list[Sample]:
         """Rows of one to many edges and empty ones, x of 1 to 3 dimensions, a
-        hub row past CUDA's long-row limit, no edges, no rows."""
+        hub row past CUDA's long-row limit, no edges, no rows, and weights per
+        head (with a hub)."""
         g = torch.Generator().manual_seed(seed)
         return [
             spmm_sample(30, 20, 90, (5,), 0, dtype, device, g),
@@ -54,12 +57,15 @@ class SpmmRow(OpRow):
             spmm_sample(6, 2500, 50, (4,), 3000, dtype, device, g),
             spmm_sample(12, 9, 0, (4,), 0, dtype, device, g),
             spmm_sample(0, 5, 0, (3,), 0, dtype, device, g),
+            spmm_sample(20, 15, 70, (4, 3), 0, dtype, device, g, heads=True),
+            spmm_sample(6, 1200, 40, (2, 8), 1100, dtype, device, g, heads=True),
         ]
 
     def grad_samples(self, device: str, seed: int = 0) -> list[Sample]:
         g = torch.Generator().manual_seed(seed)
         return [spmm_sample(12, 9, 40, (3,), 0, torch.float64, device, g),
-                spmm_sample(6, 8, 20, (2, 2), 1500, torch.float64, device, g)]
+                spmm_sample(6, 8, 20, (2, 2), 1500, torch.float64, device, g),
+                spmm_sample(10, 7, 30, (3, 2), 0, torch.float64, device, g, heads=True)]
 
     def large_sample(self, dtype: torch.dtype, device, seed: int, E: int = 20000, F: int = 32,
                      N: int = 500) -> Sample:

@@ -18,7 +18,8 @@ inline const std::vector<c10::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, a
 
 using SpmmOps = core::ReductionOps<core::SumPolicy, core::MeanPolicy, core::MinPolicy, core::MaxPolicy>;
 
-// spmm_<r>(rowptr, col, value, x, colptr, row, perm) -> out (min, max: (out, arg))
+// spmm_<r>(rowptr, col, value, x, colptr, row, perm) -> out (min, max: (out, arg));
+// value is [nnz] or, one weight per head of x [N, H, *], [nnz, H]
 inline const SpmmOps kSpmm{{
     core::OpDef{"torchplug::spmm_sum(Tensor rowptr, Tensor col, Tensor? value, Tensor x, Tensor? colptr=None, "
                 "Tensor? row=None, Tensor? perm=None) -> Tensor",
@@ -40,7 +41,7 @@ inline const core::OpDef kSpmmTranspose{
 
 inline const core::OpDef kSddmm{
     "torchplug::sddmm(Tensor rowptr, Tensor col, Tensor a, Tensor b, bool mean=False, Tensor? colptr=None, "
-    "Tensor? row=None, Tensor? perm=None) -> Tensor",
-    kDtypes, "Per-edge dot products a[row] . b[col] over a CSR (spmm's value gradient)."};
+    "Tensor? row=None, Tensor? perm=None, int heads=1) -> Tensor",
+    kDtypes, "Per-edge (and per-head) dot products a[row] . b[col] over a CSR (spmm's value gradient)."};
 
 }  // namespace torchplug::spmm_detail
