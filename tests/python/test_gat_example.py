@@ -42,14 +42,17 @@ def test_attention_sums_to_one_per_node() -> None:
     finally:
         sys.path.remove(str(EXAMPLES))
     torch.manual_seed(0)
-    edges = gat.with_self_loops(torch.randint(0, 20, (2, 60)), 20)
+    edge_index = torch.randint(0, 20, (2, 60))
+    csr = gat.with_self_loops(edge_index, 20)
+    loops = torch.arange(20)
+    src, dst = torch.cat([edge_index[0], loops]), torch.cat([edge_index[1], loops])
     conv = gat.GATConv(5, 4, heads=3, dropout=0.0)
     x = torch.randn(20, 5)
     h = conv.lin(x).view(-1, 3, 4)
-    scores = torch.nn.functional.leaky_relu((h * conv.att_src).sum(-1)[edges.src] + (h * conv.att_dst).sum(-1)[edges.dst], 0.2)
+    scores = torch.nn.functional.leaky_relu((h * conv.att_src).sum(-1)[src] + (h * conv.att_dst).sum(-1)[dst], 0.2)
     alpha = torch.zeros_like(scores)
     for node in range(20):
-        mask = edges.dst == node
+        mask = dst == node
         alpha[mask] = scores[mask].softmax(0)
-    want = torch.zeros(20, 3, 4).index_add_(0, edges.dst, h[edges.src] * alpha.unsqueeze(-1)).flatten(1) + conv.bias
-    torch.testing.assert_close(conv(x, edges), want)
+    want = torch.zeros(20, 3, 4).index_add_(0, dst, h[src] * alpha.unsqueeze(-1)).flatten(1) + conv.bias
+    torch.testing.assert_close(conv(x, csr), want)

@@ -1,0 +1,147 @@
+// Autograd of edge_attention. The forward is the op itself (its device or
+// Meta kernel, below autograd); backward recomputes the softmax alpha from
+// the saved inputs (E x H values, a small part of a layer's step) and reads
+// dropout's mask off the output (an edge kept has a nonzero weight wherever
+// alpha is nonzero, and where alpha is 0 the mask takes no part). With g the
+// output's gradient, masked and scaled:
+//   score's gradient  gs = alpha * (g - S[row]),  S = segment_sum_csr(alpha * g)
+//   gat    gp = gs * act'(pre); dst: segment_sum_csr(gp) over the rows; src:
+//          the same over the transpose's columns (gp in the transpose's order)
+//   gatv2  gz = gs * att * act'(z) per feature, summed as gat's gp; att:
+//          the sum over the edges of gs * act(z)
+//   dot    dst (queries): spmm_sum(rowptr, col, scale * gs, src), per head;
+//          src (keys): the same over the transpose with dst
+// Every step is a deterministic segment reduction or gather: no atomics.
+// Under create_graph (double backward) the forward is recomputed from
+// differentiable ops whose backward is deterministic too, and differentiated.
+
+#include "attention_kernel.h"
+#include "torchplug/core/autograd.h"
+#include "torchplug/core/library.h"
+
+#include <ATen/OpMathType.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/leaky_relu.h>
+#include <ATen/ops/where.h>
+#include <c10/core/GradMode.h>
+#include <torch/autograd.h>
+
+namespace torchplug::attention_detail {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::Variable;
+using torch::autograd::variable_list;
+
+struct Wanted {
+  bool src, dst, att;
+};
+
+// The gradients of the softmax of `a`'s scores for its gradient g, by
+// autograd over the forward recomputed from differentiable ops.
+variable_list recomputed_gradients(const Args& a, const at::Tensor& g, Wanted wanted) {
+  std::vector<at::Tensor> inputs;
+  if (wanted.src) inputs.push_back(a.src);
+  if (wanted.dst) inputs.push_back(a.dst);
+  if (wanted.att) inputs.push_back(*a.att);
+  const at::Tensor alpha = softmax_csr(scores(a), a.rowptr);
+  const auto grads = torch::autograd::grad({alpha}, inputs, {g}, /*retain_graph=*/true, /*create_graph=*/true,
+                                           /*allow_unused=*/true);
+  variable_list out(3);
+  size_t i = 0;
+  if (wanted.src) out[0] = grads[i++];
+  if (wanted.dst) out[1] = grads[i++];
+  if (wanted.att) out[2] = grads[i++];
+  return out;
+}
+
+// The gradients from the recomputed softmax, in the math type.
+variable_list fused_gradients(const Args& a, const at::Tensor& g_, Wanted wanted) {
+  const auto dtype = a.src.scalar_type();
+  const auto math = at::toOpMathType(dtype);
+  at::Tensor pre;
+  const at::Tensor alpha = softmax_csr(scores(a, &pre), a.rowptr).to(math);
+  const at::Tensor g = g_.to(math);
+  const auto nnz = a.col.sym_size(0);
+  const at::Tensor gs = alpha * (g - gather_csr(segment_sum_csr(alpha * g, a.rowptr), a.rowptr, nnz));
+  at::Tensor colptr, row, perm;
+  if (wanted.src) {
+    if (a.colptr) {
+      colptr = *a.colptr, row = *a.row, perm = *a.perm;
+    } else {
+      std::tie(colptr, row, perm) = transpose(a.rowptr, a.col, a.src.sym_size(0));
+    }
+  }
+  // gat's and gatv2's per-edge gradient gp to both ends: summed per row
+  // (dst) and per column over the transpose (src).
+  variable_list out(3);
+  const auto to_ends = [&](const at::Tensor& gp) {
+    if (wanted.dst) out[1] = segment_sum_csr(gp, a.rowptr).to(dtype);
+    if (wanted.src) out[0] = segment_sum_csr(gp.index_select(0, perm), colptr).to(dtype);
+  };
+  switch (a.score) {
+    case Score::kGat:
+      to_ends(at::where(pre > 0, gs, gs * a.negative_slope));
+      break;
+    case Score::kGatV2: {
+      const at::Tensor z = (a.src.index_select(0, a.col) + gather_csr(a.dst, a.rowptr, nnz)).to(math);
+      const at::Tensor att = a.att->to(math);
+      const at::Tensor gse = gs.unsqueeze(-1);
+      to_ends(at::where(z > 0, gse * att, gse * att * a.negative_slope));
+      if (wanted.att) out[2] = (gse * at::leaky_relu(z, a.negative_slope)).sum(0).to(dtype);
+      break;
+    }
+    case Score::kDot: {
+      const at::Tensor weights = gs * a.scale;
+      if (wanted.dst) out[1] = spmm_sum(a.rowptr, a.col, weights, a.src.to(math)).to(dtype);
+      if (wanted.src) out[0] = spmm_sum(colptr, row, weights.index_select(0, perm), a.dst.to(math)).to(dtype);
+      break;
+    }
+  }
+  return out;
+}
+
+class EdgeAttentionFunction : public torch::autograd::Function<EdgeAttentionFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& rowptr, const at::Tensor& col,
+                            const at::Tensor& src, const at::Tensor& dst, c10::string_view score,
+                            const OptTensor& att, double negative_slope, double scale, double dropout,
+                            const std::optional<at::Generator>& generator, const OptTensor& colptr,
+                            const OptTensor& row, const OptTensor& perm) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const at::Tensor out = call_edge_attention(rowptr, col, src, dst, score, att, negative_slope, scale, dropout,
+                                               generator, colptr, row, perm);
+    ctx->save_for_backward({rowptr, col, src, dst, att.value_or(at::Tensor()), colptr.value_or(at::Tensor()),
+                            row.value_or(at::Tensor()), perm.value_or(at::Tensor()), out});
+    ctx->saved_data["score"] = std::string(score);
+    ctx->saved_data["negative_slope"] = negative_slope;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["dropout"] = dropout;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const auto given = [](const at::Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; };
+    const Args a = check_args(s[0], s[1], s[2], s[3], ctx->saved_data["score"].toStringRef(), given(s[4]),
+                              ctx->saved_data["negative_slope"].toDouble(), ctx->saved_data["scale"].toDouble(),
+                              ctx->saved_data["dropout"].toDouble(), given(s[5]), given(s[6]), given(s[7]),
+                              /*values=*/false);
+    at::Tensor g = grads[0];
+    if (a.dropout > 0) g = at::where(s[8] != 0, g * (1 / (1 - a.dropout)), 0);
+    // needs_input_grad counts tensor inputs only: att is the fifth.
+    const Wanted wanted{ctx->needs_input_grad(2), ctx->needs_input_grad(3), a.att && ctx->needs_input_grad(4)};
+    const variable_list d =
+        c10::GradMode::is_enabled() ? recomputed_gradients(a, g, wanted) : fused_gradients(a, g, wanted);
+    return {Variable(), Variable(), d[0],      d[1],      Variable(), d[2],      Variable(),
+            Variable(), Variable(), Variable(), Variable(), Variable(), Variable()};
+  }
+};
+
+}  // namespace
+}  // namespace torchplug::attention_detail
+
+TORCHPLUG_LIBRARY_IMPL(torchplug, Autograd, m) {
+  using namespace torchplug::attention_detail;
+  m.impl(kEdgeAttention, torchplug::core::autograd_kernel<EdgeAttentionFunction>(kEdgeAttention));
+}

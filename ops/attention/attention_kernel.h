@@ -1,0 +1,63 @@
+#pragma once
+
+// Internal to the attention plugin: the score functions, the checks, and the
+// forward shared by the device kernels and the Autograd kernel. Built from
+// other plugins' ops through the dispatcher (DEPENDS in CMakeLists.txt).
+
+#include "attention_schema.h"
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <c10/util/string_view.h>
+
+#include <optional>
+
+namespace torchplug::attention_detail {
+
+using OptTensor = std::optional<at::Tensor>;
+
+enum class Score { kGat, kGatV2, kDot };
+
+// The op's arguments, checked; `score` parsed.
+struct Args {
+  at::Tensor rowptr, col, src, dst;
+  OptTensor att;
+  Score score;
+  double negative_slope, scale, dropout;
+  OptTensor colptr, row, perm;
+};
+
+// Checks shapes, dtypes, devices and the options (on the CPU and in checked
+// mode rowptr's and col's values too). Errors name the op and the argument.
+Args check_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src, const at::Tensor& dst,
+                c10::string_view score, const OptTensor& att, double negative_slope, double scale, double dropout,
+                const OptTensor& colptr, const OptTensor& row, const OptTensor& perm, bool values);
+
+// The scores [nnz, H] before the softmax, from ops that record gradients when
+// grad mode is on (the double-backward path: gathers whose backward is a
+// segment sum, no atomics) and run fused below autograd. `pre` receives
+// gat's scores before the activation (its backward's sign).
+at::Tensor scores(const Args& a, at::Tensor* pre = nullptr);
+
+// The forward: the softmax of each row's scores, then dropout.
+at::Tensor forward(const Args& a, const std::optional<at::Generator>& generator);
+
+// edge_attention itself, through the dispatcher.
+at::Tensor call_edge_attention(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
+                               const at::Tensor& dst, c10::string_view score, const OptTensor& att,
+                               double negative_slope, double scale, double dropout,
+                               const std::optional<at::Generator>& generator, const OptTensor& colptr,
+                               const OptTensor& row, const OptTensor& perm);
+
+// The ops it is built from, through the dispatcher.
+at::Tensor softmax_csr(const at::Tensor& src, const at::Tensor& indptr);
+at::Tensor gather_csr(const at::Tensor& src, const at::Tensor& indptr, const c10::SymInt& size);
+at::Tensor segment_sum_csr(const at::Tensor& src, const at::Tensor& indptr);
+at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
+                 int64_t heads);
+at::Tensor spmm_sum(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& value, const at::Tensor& x);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> transpose(const at::Tensor& rowptr, const at::Tensor& col,
+                                                         const c10::SymInt& num_cols);
+
+}  // namespace torchplug::attention_detail

@@ -1,0 +1,25 @@
+#pragma once
+
+// The attention plugin's op: the normalised attention weights of a CSR's
+// edges, per head, for one of three score functions. Its kernels (CPU, CUDA,
+// Meta) and its Autograd kernel register against this OpDef.
+
+#include "torchplug/core/registry.h"
+
+#include <c10/core/ScalarType.h>
+
+#include <vector>
+
+namespace torchplug::attention_detail {
+
+inline const std::vector<c10::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble};
+
+inline const core::OpDef kEdgeAttention{
+    "torchplug::edge_attention(Tensor rowptr, Tensor col, Tensor src, Tensor dst, str score=\"gat\", "
+    "Tensor? att=None, float negative_slope=0.2, float scale=1.0, float dropout=0.0, Generator? generator=None, "
+    "Tensor? colptr=None, Tensor? row=None, Tensor? perm=None) -> Tensor",
+    kDtypes,
+    "Attention weights [nnz, H] of a CSR's edges: a score per edge and head, softmax over each row's edges, "
+    "optional dropout."};
+
+}  // namespace torchplug::attention_detail
