@@ -77,14 +77,14 @@ variable_list fused_gradients(const Args& a, const at::Tensor& g_, Wanted wanted
   variable_list out(3);
   const auto to_ends = [&](const at::Tensor& gp) {
     if (wanted.dst) out[1] = segment_sum_csr(gp, a.rowptr).to(dtype);
-    if (wanted.src) out[0] = segment_sum_csr(gp.index_select(0, perm), colptr).to(dtype);
+    if (wanted.src) out[0] = segment_sum_csr(gather_coo(gp, perm), colptr).to(dtype);
   };
   switch (a.score) {
     case Score::kGat:
       to_ends(at::where(pre > 0, gs, gs * a.negative_slope));
       break;
     case Score::kGatV2: {
-      const at::Tensor z = (a.src.index_select(0, a.col) + gather_csr(a.dst, a.rowptr, nnz)).to(math);
+      const at::Tensor z = (gather_coo(a.src, a.col) + gather_csr(a.dst, a.rowptr, nnz)).to(math);
       const at::Tensor att = a.att->to(math);
       const at::Tensor gse = gs.unsqueeze(-1);
       to_ends(at::where(z > 0, gse * att, gse * att * a.negative_slope));
@@ -94,7 +94,7 @@ variable_list fused_gradients(const Args& a, const at::Tensor& g_, Wanted wanted
     case Score::kDot: {
       const at::Tensor weights = gs * a.scale;
       if (wanted.dst) out[1] = spmm_sum(a.rowptr, a.col, weights, a.src.to(math)).to(dtype);
-      if (wanted.src) out[0] = spmm_sum(colptr, row, weights.index_select(0, perm), a.dst.to(math)).to(dtype);
+      if (wanted.src) out[0] = spmm_sum(colptr, row, gather_coo(weights, perm), a.dst.to(math)).to(dtype);
       break;
     }
   }

@@ -53,6 +53,7 @@ at::Tensor call_edge_attention(const at::Tensor& rowptr, const at::Tensor& col, 
 // The ops it is built from, through the dispatcher.
 at::Tensor softmax_csr(const at::Tensor& src, const at::Tensor& indptr);
 at::Tensor gather_csr(const at::Tensor& src, const at::Tensor& indptr, const c10::SymInt& size);
+at::Tensor gather_coo(const at::Tensor& src, const at::Tensor& index);
 at::Tensor segment_sum_csr(const at::Tensor& src, const at::Tensor& indptr);
 at::Tensor sddmm(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& a, const at::Tensor& b,
                  int64_t heads);

@@ -39,7 +39,6 @@ class AttentionRow(OpRow):
     """``edge_attention(rowptr, col, src, dst, score)``."""
 
     leaf_count: ClassVar[int] = 2
-    bitwise_repeatable: ClassVar[bool] = True
 
     def invoke(self, fn: Callable, inputs: tuple, sample: Sample, out: Optional[Tensor]):
         src, dst, rowptr, col = inputs
@@ -94,4 +93,6 @@ class AttentionRow(OpRow):
         return torch.autograd.grad(out, leaves, grad.double().cpu())
 
 
-ROWS: list[OpRow] = [AttentionRow("edge_attention", FLOATS)]
+# Its double backward differentiates softmax_csr, whose backward shares the
+# composites' tolerance on CUDA.
+ROWS: list[OpRow] = [AttentionRow("edge_attention", FLOATS, cuda_nondet_tol=1e-12)]

@@ -67,7 +67,11 @@ template <typename Policy>
 at::Tensor transposed_product(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                               const at::Tensor& g, const c10::SymInt& N, const Transpose& given) {
   const Transpose t = given.or_built(rowptr, col, N);
-  at::Tensor weights = w.defined() ? w.index_select(0, *t.perm) : at::Tensor();
+  // Per-head weights [nnz, H] by gather: index_select of rows of a few
+  // values took 3.3 ms for [5.5M, 8] on an H100.
+  at::Tensor weights = !w.defined()     ? at::Tensor()
+                       : w.dim() == 2 ? w.gather(0, t.perm->unsqueeze(1).expand_as(w))
+                                      : w.index_select(0, *t.perm);
   at::Tensor grad = g;
   if constexpr (Policy::kDividesByCount) {
     const auto math = at::toOpMathType(g.scalar_type());
