@@ -1,6 +1,6 @@
 // edge_attention: definition (schema in attention_schema.h), C++ API, input
-// checks, the score functions and the forward, registered for the CPU, CUDA
-// and Meta. The forward is the same program on every device: the fused ops
+// checks, the score functions and the forward, registered for the CPU and
+// Meta (and for CUDA by attention_cuda.cu, built with the CUDA kernels). The forward is the same program on every device: the fused ops
 // it calls (gather_csr, sddmm, softmax_csr) carry the device kernels, and no
 // step builds E x H x C values but gatv2's activation.
 //   edge_attention(Tensor rowptr, Tensor col, Tensor src, Tensor dst, str score="gat", Tensor? att=None,
@@ -215,8 +215,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> transpose(const at::Tensor& rowpt
   return op.call(rowptr, col, num_cols);
 }
 
-namespace {
-
 // The CPU and CUDA kernel: the forward below autograd.
 at::Tensor edge_attention_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
                                  const at::Tensor& dst, c10::string_view score, const OptTensor& att,
@@ -227,6 +225,8 @@ at::Tensor edge_attention_kernel(const at::Tensor& rowptr, const at::Tensor& col
                             /*values=*/true);
   return forward(a, generator);
 }
+
+namespace {
 
 at::Tensor edge_attention_meta(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
                                const at::Tensor& dst, c10::string_view score, const OptTensor& att,
@@ -259,10 +259,6 @@ at::Tensor edge_attention(const at::Tensor& rowptr, const at::Tensor& col, const
 TORCHPLUG_LIBRARY(torchplug, m) { m.define(torchplug::attention_detail::kEdgeAttention); }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
-  m.impl(torchplug::attention_detail::kEdgeAttention, &torchplug::attention_detail::edge_attention_kernel);
-}
-
-TORCHPLUG_LIBRARY_IMPL(torchplug, CUDA, m) {
   m.impl(torchplug::attention_detail::kEdgeAttention, &torchplug::attention_detail::edge_attention_kernel);
 }
 

@@ -43,6 +43,13 @@ at::Tensor scores(const Args& a, at::Tensor* pre = nullptr);
 // The forward: the softmax of each row's scores, then dropout.
 at::Tensor forward(const Args& a, const std::optional<at::Generator>& generator);
 
+// The CPU and CUDA kernel: the checks (values too) and the forward.
+at::Tensor edge_attention_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
+                                 const at::Tensor& dst, c10::string_view score, const OptTensor& att,
+                                 double negative_slope, double scale, double dropout,
+                                 const std::optional<at::Generator>& generator, const OptTensor& colptr,
+                                 const OptTensor& row, const OptTensor& perm);
+
 // edge_attention itself, through the dispatcher.
 at::Tensor call_edge_attention(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
                                const at::Tensor& dst, c10::string_view score, const OptTensor& att,

@@ -2,7 +2,8 @@
 
 // The attention plugin's op: the normalised attention weights of a CSR's
 // edges, per head, for one of three score functions. Its kernels (CPU, CUDA,
-// Meta) and its Autograd kernel register against this OpDef.
+// Meta) and its Autograd kernel register against this OpDef, whose defaults
+// are spelled as the dispatcher prints them (0.2 as a double's 17 digits).
 
 #include "torchplug/core/registry.h"
 
@@ -16,7 +17,8 @@ inline const std::vector<c10::ScalarType> kDtypes = {at::kHalf, at::kBFloat16, a
 
 inline const core::OpDef kEdgeAttention{
     "torchplug::edge_attention(Tensor rowptr, Tensor col, Tensor src, Tensor dst, str score=\"gat\", "
-    "Tensor? att=None, float negative_slope=0.2, float scale=1.0, float dropout=0.0, Generator? generator=None, "
+    "Tensor? att=None, float negative_slope=0.20000000000000001, float scale=1., float dropout=0., "
+    "Generator? generator=None, "
     "Tensor? colptr=None, Tensor? row=None, Tensor? perm=None) -> Tensor",
     kDtypes,
     "Attention weights [nnz, H] of a CSR's edges: a score per edge and head, softmax over each row's edges, "
