@@ -16,7 +16,6 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros_like.h>
-#include <c10/core/GradMode.h>
 #include <ATen/ops/leaky_relu.h>
 
 #include <string>
@@ -107,11 +106,11 @@ Args check_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tenso
 namespace {
 
 // src[col] [nnz, ...]: gather_coo (index_select of [5.5M, 8] rows took 3.3
-// ms on an H100, 62% of a GAT step), or where autograd records (double
-// backward), the gather by the transpose's columns put back in CSR order,
-// whose backward is a segment sum and a gather, not index_select's atomics.
-at::Tensor gather_columns(const Args& a, const at::Tensor& src) {
-  if (!(c10::GradMode::is_enabled() && src.requires_grad())) return gather_coo(src, a.col);
+// ms on an H100, 62% of a GAT step), or for the double-backward recompute
+// the gather by the transpose's columns put back in CSR order, whose
+// backward is a segment sum and a gather, not index_select's atomics.
+at::Tensor gather_columns(const Args& a, const at::Tensor& src, bool differentiable) {
+  if (!differentiable) return gather_coo(src, a.col);
   at::Tensor colptr, row, perm;
   if (a.colptr) {
     colptr = *a.colptr, perm = *a.perm;
@@ -124,16 +123,16 @@ at::Tensor gather_columns(const Args& a, const at::Tensor& src) {
 
 }  // namespace
 
-at::Tensor scores(const Args& a, at::Tensor* pre) {
+at::Tensor scores(const Args& a, bool differentiable, at::Tensor* pre) {
   const auto nnz = a.col.sym_size(0);
   switch (a.score) {
     case Score::kGat: {
-      at::Tensor before = gather_columns(a, a.src) + gather_csr(a.dst, a.rowptr, nnz);
+      at::Tensor before = gather_columns(a, a.src, differentiable) + gather_csr(a.dst, a.rowptr, nnz);
       if (pre != nullptr) *pre = before;
       return at::leaky_relu(before, a.negative_slope);
     }
     case Score::kGatV2: {
-      const at::Tensor z = gather_columns(a, a.src) + gather_csr(a.dst, a.rowptr, nnz);  // [nnz, H, C]
+      const at::Tensor z = gather_columns(a, a.src, differentiable) + gather_csr(a.dst, a.rowptr, nnz);  // [nnz, H, C]
       return (at::leaky_relu(z, a.negative_slope) * *a.att).sum(-1);
     }
     case Score::kDot: {
@@ -145,7 +144,7 @@ at::Tensor scores(const Args& a, at::Tensor* pre) {
 }
 
 at::Tensor forward(const Args& a, const std::optional<at::Generator>& generator) {
-  const at::Tensor alpha = softmax_csr(scores(a), a.rowptr);
+  const at::Tensor alpha = softmax_csr(scores(a, /*differentiable=*/false), a.rowptr);
   if (a.dropout == 0) return alpha;
   // Drawn in float32 whatever the dtype: one generator state, one mask.
   const at::Tensor keep = at::empty(alpha.sizes(), alpha.options().dtype(at::kFloat))

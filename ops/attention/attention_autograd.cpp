@@ -44,7 +44,7 @@ variable_list recomputed_gradients(const Args& a, const at::Tensor& g, Wanted wa
   if (wanted.src) inputs.push_back(a.src);
   if (wanted.dst) inputs.push_back(a.dst);
   if (wanted.att) inputs.push_back(*a.att);
-  const at::Tensor alpha = softmax_csr(scores(a), a.rowptr);
+  const at::Tensor alpha = softmax_csr(scores(a, /*differentiable=*/true), a.rowptr);
   const auto grads = torch::autograd::grad({alpha}, inputs, {g}, /*retain_graph=*/true, /*create_graph=*/true,
                                            /*allow_unused=*/true);
   variable_list out(3);
@@ -60,7 +60,7 @@ variable_list fused_gradients(const Args& a, const at::Tensor& g_, Wanted wanted
   const auto dtype = a.src.scalar_type();
   const auto math = at::toOpMathType(dtype);
   at::Tensor pre;
-  const at::Tensor alpha = softmax_csr(scores(a, &pre), a.rowptr).to(math);
+  const at::Tensor alpha = softmax_csr(scores(a, /*differentiable=*/false, &pre), a.rowptr).to(math);
   const at::Tensor g = g_.to(math);
   const auto nnz = a.col.sym_size(0);
   const at::Tensor gs = alpha * (g - gather_csr(segment_sum_csr(alpha * g, a.rowptr), a.rowptr, nnz));

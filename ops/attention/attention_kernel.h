@@ -34,11 +34,11 @@ Args check_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tenso
                 c10::string_view score, const OptTensor& att, double negative_slope, double scale, double dropout,
                 const OptTensor& colptr, const OptTensor& row, const OptTensor& perm, bool values);
 
-// The scores [nnz, H] before the softmax, from ops that record gradients when
-// grad mode is on (the double-backward path: gathers whose backward is a
-// segment sum, no atomics) and run fused below autograd. `pre` receives
-// gat's scores before the activation (its backward's sign).
-at::Tensor scores(const Args& a, at::Tensor* pre = nullptr);
+// The scores [nnz, H] before the softmax. `differentiable`: for autograd to
+// record (the double-backward recompute), from gathers whose backward is a
+// segment sum (no atomics); else the cheapest gathers. `pre` receives gat's
+// scores before the activation (its backward's sign).
+at::Tensor scores(const Args& a, bool differentiable, at::Tensor* pre = nullptr);
 
 // The forward: the softmax of each row's scores, then dropout.
 at::Tensor forward(const Args& a, const std::optional<at::Generator>& generator);

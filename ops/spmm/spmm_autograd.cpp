@@ -92,6 +92,11 @@ at::Tensor transposed_product(const at::Tensor& rowptr, const at::Tensor& col, c
       .to(g.scalar_type());
 }
 
+// The head of each of F = H * C columns: [F] int64, f / C.
+at::Tensor head_of_columns(const c10::SymInt& F, const c10::SymInt& H, const at::TensorOptions& options) {
+  return at::arange(c10::Scalar(F), options).div(H == 0 ? c10::SymInt(1) : F / H, "floor");
+}
+
 // x's gradient and value's (each undefined where not wanted) for output
 // gradient g.
 template <typename Policy>
@@ -127,9 +132,7 @@ std::pair<at::Tensor, at::Tensor> gradients(const at::Tensor& rowptr, const at::
     const auto edges = arg.reshape_symint({M, F});
     const auto k = at::where(edges.lt(nnz), edges, 0);
     const auto flat = k.reshape(-1);
-    const c10::SymInt C = H == 0 ? c10::SymInt(1) : F / H;
-    const auto head = at::arange(c10::Scalar(F), col.options()).div(C, "floor");
-    const auto weight_at = (k * H + head).reshape(-1);
+    const auto weight_at = H == 1 ? flat : (k * H + head_of_columns(F, H, col.options())).reshape(-1);
     const auto held = edges.lt(nnz).logical_and_(inside.index_select(0, flat).view_as(k));
     const auto c = safe_col.index_select(0, flat).view_as(k);
     if (x_grad_wanted) {

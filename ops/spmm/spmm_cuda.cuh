@@ -1,11 +1,11 @@
 #pragma once
 
 // spmm on CUDA, for one reduction policy: one thread per (row, column
-// vector of up to 16 bytes, inside one head) walks the row's edges in order, four or eight
-// in flight (col, value and the x vector they name), combines the weighted
-// messages in registers and writes the row once: no atomics, no zero fill,
-// and the x rows the edges name are read as whole vectors by consecutive
-// threads.
+// vector of up to 16 bytes, inside one head) walks the row's edges in order,
+// four or eight in flight (col, value and the x vector they name), combines
+// the weighted messages in registers and writes the row once: no atomics, no
+// zero fill, and the x rows the edges name are read as whole vectors by
+// consecutive threads.
 // Rows with more than kLongRow edges (a power-law graph's hubs) would keep
 // one thread busy for all of them: they are flagged and split into chunks of
 // kLongRow edges whose partials are combined in order (below). Edges

@@ -375,18 +375,23 @@ def test_sddmm_matches_per_edge_products(mean: bool, dtype: torch.dtype, device:
         torch.testing.assert_close(got.double().cpu(), want, rtol=rtol, atol=atol, msg=lambda m: f"{context}\n{m}")
 
 
+@pytest.mark.parametrize("heads", [0, 4], ids=["value [nnz]", "value [nnz, H]"])
 @pytest.mark.parametrize("reduce", REDUCES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
-def test_value_gradient_against_a_float64_reference(reduce: str, dtype: torch.dtype, device: str) -> None:
+def test_value_gradient_against_a_float64_reference(reduce: str, dtype: torch.dtype, heads: int,
+                                                     device: str) -> None:
     """value's and x's gradients against autograd of the plain messages
     reduced in float64, on the same (rounded) inputs: a product of two
     float16 or bfloat16 values is exact in float32, so min and max pick the
-    same edges (ties are unlikely with random values)."""
+    same edges (ties are unlikely with random values). With `heads`, a
+    weight per head of x [N, H, C]."""
     g = torch.Generator().manual_seed(11)
     rowptr, col = graph(300, 200, 3000, g, hub=2000)
-    x = torch.randn(200, 16, generator=g, dtype=torch.float64).to(dtype).double()
-    value = torch.randn(col.numel(), generator=g, dtype=torch.float64).to(dtype).double()
-    grad = torch.randn(300, 16, generator=g, dtype=torch.float64).to(dtype).double()
+    shape = (heads, 16 // heads) if heads else (16,)
+    x = torch.randn((200,) + shape, generator=g, dtype=torch.float64).to(dtype).double()
+    value = torch.randn((col.numel(),) + shape[:1] if heads else (col.numel(),), generator=g,
+                        dtype=torch.float64).to(dtype).double()
+    grad = torch.randn((300,) + shape, generator=g, dtype=torch.float64).to(dtype).double()
     leaves = (x.clone().requires_grad_(), value.clone().requires_grad_())
     want = torch.autograd.grad(spmm_reference(rowptr, col, leaves[1], leaves[0], reduce)[0], leaves, grad)
     mine = (x.to(dtype).to(device).requires_grad_(), value.to(dtype).to(device).requires_grad_())

@@ -1,8 +1,9 @@
 """spmm with one weight per head (value [nnz, H], x [N, H, C]) and sddmm per
 head against plain PyTorch in float64 on the same inputs: every head count
 from 1 to 8, head widths 1, 3, 8, 64 and 200, rows of 0 and 1 edges and
-past CUDA's long-row split, gradients to x and to the per-head weights,
-double backward, bitwise repeatable backward, and errors."""
+past CUDA's long-row split, gradcheck and gradgradcheck, bitwise
+repeatable backward, and errors (the gradients against float64 autograd:
+test_spmm.py's value-gradient test, per head too)."""
 
 from __future__ import annotations
 
@@ -69,29 +70,6 @@ def test_one_head_is_the_scalar_weight(reduce: str, device: str) -> None:
     headed = call(reduce, rowptr, col, value.unsqueeze(1), x.unsqueeze(1))
     for a, b in zip(scalar, headed):
         assert torch.equal(a, b.squeeze(1))
-
-
-@pytest.mark.parametrize("reduce", REDUCES)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
-def test_heads_gradients_against_a_float64_reference(reduce: str, dtype: torch.dtype, device: str) -> None:
-    """x's and the per-head weights' gradients against autograd of the plain
-    messages reduced in float64, on the same (rounded) inputs."""
-    g = torch.Generator().manual_seed(2)
-    rowptr, col = graph(g)
-    M, H, C = rowptr.numel() - 1, 4, 8
-    x = torch.randn(300, H, C, generator=g, dtype=torch.float64).to(dtype).double()
-    value = torch.randn(col.numel(), H, generator=g, dtype=torch.float64).to(dtype).double()
-    grad = torch.randn(M, H, C, generator=g, dtype=torch.float64).to(dtype).double()
-    leaves = (x.clone().requires_grad_(), value.clone().requires_grad_())
-    want = torch.autograd.grad(spmm_reference(rowptr, col, leaves[1], leaves[0], reduce)[0], leaves, grad)
-    mine = (x.to(dtype).to(device).requires_grad_(), value.to(dtype).to(device).requires_grad_())
-    got = torch.autograd.grad(call(reduce, rowptr.to(device), col.to(device), mine[1], mine[0])[0], mine,
-                              grad.to(dtype).to(device))
-    rtol, atol = TOLERANCE[dtype]
-    for name, have, expected in zip(("x", "value"), got, want):
-        assert have.dtype == dtype and have.shape == expected.shape, name
-        torch.testing.assert_close(have.double().cpu(), expected, rtol=rtol, atol=atol,
-                                   msg=lambda m: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("reduce", REDUCES)
