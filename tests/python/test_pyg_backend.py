@@ -195,6 +195,24 @@ def test_cache_reuses_a_graph_rebuilt_each_step() -> None:
     assert cache.builds == 1
 
 
+def test_cache_keeps_a_graph_with_and_without_self_loops() -> None:
+    """A GAT and a SAGE layer over one edge_index: two CSRs of one tensor,
+    each built once; the GAT's is PyG's graph with its self loops replaced."""
+    torch.manual_seed(0)
+    x = torch.randn(12, 4)
+    edge_index = torch.cat([torch.randint(0, 12, (2, 40)), torch.tensor([[3, 5], [3, 5]])], dim=1)
+    gat, sage = gnn.GATConv(4, 3, heads=2), gnn.SAGEConv(4, 3)
+    with torchplug.pyg.enabled():
+        for _ in range(3):
+            gat(x, edge_index), sage(x, edge_index)
+    assert cache.builds == 2
+    csr = cache.get(edge_index, 12, 12, self_loops=12)
+    looped, _ = utils.add_self_loops(utils.remove_self_loops(edge_index)[0], num_nodes=12)
+    order = torch.argsort(looped[1], stable=True)
+    assert torch.equal(csr.col, looped[0, order]) and torch.equal(csr.perm, order)
+    assert torch.equal(csr.rowptr, torch.searchsorted(looped[1, order], torch.arange(13)))
+
+
 def test_cache_is_bounded_over_many_graphs() -> None:
     conv = gnn.GINConv(torch.nn.Identity())
     first = torch.randint(0, 20, (2, 50))

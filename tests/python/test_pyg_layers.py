@@ -57,6 +57,7 @@ EDGE_ATTR = lambda m, g: m(g["x"], g["edge_index"], g["edge_attr"])  # noqa: E73
 POOL = lambda f: (lambda m, g: f(g["x"], g["batch"]))  # noqa: E731
 AGGR_INDEX = lambda m, g: m(g["x"], g["batch"])  # noqa: E731
 AGGR_PTR = lambda m, g: m(g["x"], ptr=g["ptr"])  # noqa: E731
+BIPARTITE = lambda m, g: m((g["x"], g["x"][: N - 4].flip(1)), g["edge_index"])  # noqa: E731
 
 CASES: list[tuple[str, Callable[[], torch.nn.Module], Callable]] = [
     ("GCNConv", lambda: gnn.GCNConv(F, OUT), CONV),
@@ -81,8 +82,17 @@ CASES: list[tuple[str, Callable[[], torch.nn.Module], Callable]] = [
     ("GatedGraphConv", lambda: gnn.GatedGraphConv(F, num_layers=2), CONV),
     ("ChebConv", lambda: gnn.ChebConv(F, OUT, K=3), CONV),
     ("GATConv", lambda: gnn.GATConv(F, OUT, heads=2, dropout=0.0), CONV),
+    ("GATConv heads averaged", lambda: gnn.GATConv(F, OUT, heads=3, concat=False), CONV),
+    ("GATConv residual no loops", lambda: gnn.GATConv(F, OUT, heads=2, residual=True, add_self_loops=False), CONV),
+    ("GATConv bipartite", lambda: gnn.GATConv((F, F), OUT, heads=2, residual=True), BIPARTITE),
+    ("GATConv edge_dim", lambda: gnn.GATConv(F, OUT, heads=2, edge_dim=3), EDGE_ATTR),
     ("GATv2Conv", lambda: gnn.GATv2Conv(F, OUT, heads=2, dropout=0.0), CONV),
+    ("GATv2Conv shared residual", lambda: gnn.GATv2Conv(F, OUT, heads=2, share_weights=True, residual=True), CONV),
+    ("GATv2Conv bipartite", lambda: gnn.GATv2Conv((F, F), OUT, heads=2, concat=False), BIPARTITE),
     ("TransformerConv", lambda: gnn.TransformerConv(F, OUT, heads=2, dropout=0.0), CONV),
+    ("TransformerConv beta", lambda: gnn.TransformerConv(F, OUT, heads=2, beta=True), CONV),
+    ("TransformerConv averaged", lambda: gnn.TransformerConv(F, OUT, heads=3, concat=False, root_weight=False), CONV),
+    ("TransformerConv bipartite", lambda: gnn.TransformerConv((F, F), OUT, heads=2), BIPARTITE),
     ("EdgeConv", lambda: gnn.EdgeConv(mlp(2 * F, OUT), aggr="max"), CONV),
     ("PNAConv", pna, EDGE_ATTR),
     ("GENConv softmax", lambda: gnn.GENConv(F, OUT, aggr="softmax", learn_t=True, edge_dim=3), EDGE_ATTR),
@@ -159,3 +169,54 @@ def test_default_message_layers_are_fused(name: str) -> None:
         module = dict((case[0], case[1]) for case in CASES)[name]()
         assert hasattr(type(module).propagate, "torchplug_messages")
     assert not hasattr(type(module).propagate, "torchplug_messages")
+
+
+ATTENTION = [name for name, _, call in CASES
+             if name.split()[0] in ("GATConv", "GATv2Conv", "TransformerConv") and call is not EDGE_ATTR]
+
+
+@pytest.mark.parametrize("name", ATTENTION)
+def test_attention_layers_run_edge_attention(name: str, device: str) -> None:
+    """The attention layers without edge features run edge_attention and the
+    per-head spmm, and none of the scatter ops or the index softmax that
+    PyG's own path calls through the backend."""
+    factory, call = {case[0]: case[1:] for case in CASES}[name]
+    torch.manual_seed(0)
+    module = factory().to(device)
+    with torchplug.pyg.enabled(), TorchplugCalls() as calls:
+        run(module, call, graph(device, torch.float32))
+    assert {"edge_attention.default", "spmm_sum.default"} <= calls.ops, calls.ops
+    assert not any(op.startswith(("scatter", "softmax.")) for op in calls.ops), calls.ops
+
+
+def test_attention_dropout_draws_from_the_default_generator(device: str) -> None:
+    """In training the routed GATConv drops attention weights: the output
+    moves off the eval one, and reseeding repeats it exactly."""
+    torch.manual_seed(0)
+    module = gnn.GATConv(F, OUT, heads=2, dropout=0.5).to(device)
+    g = graph(device, torch.float32)
+    with torchplug.pyg.enabled():
+        module.eval()
+        evaluated = module(g["x"], g["edge_index"])
+        module.train()
+        torch.manual_seed(3)
+        first = module(g["x"], g["edge_index"])
+        torch.manual_seed(3)
+        second = module(g["x"], g["edge_index"])
+    assert torch.equal(first, second)
+    assert not torch.allclose(first, evaluated)
+
+
+def test_attention_weights_requested_run_pyg(device: str) -> None:
+    """return_attention_weights asks for PyG's edge-order weights: PyG's
+    forward runs, and gives what it gives with the backend off."""
+    torch.manual_seed(0)
+    module = gnn.GATConv(F, OUT, heads=2).to(device)
+    g = graph(device, torch.float32)
+    with torchplug.pyg.enabled(False):
+        out, (edges, alpha) = module(g["x"], g["edge_index"], return_attention_weights=True)
+    with torchplug.pyg.enabled():
+        routed_out, (routed_edges, routed_alpha) = module(g["x"], g["edge_index"], return_attention_weights=True)
+    torch.testing.assert_close(routed_out, out)
+    assert torch.equal(routed_edges, edges)
+    torch.testing.assert_close(routed_alpha, alpha)

@@ -21,7 +21,10 @@ While it is on:
   (GCNConv, SAGEConv, GINConv, GraphConv and the like,
   :data:`torchplug.pyg.fused.FUSED_LAYERS`) run over a plain ``edge_index``
   as one fused spmm, forward and backward, on a CSR cached per graph
-  (:mod:`torchplug.pyg.csr_cache`).
+  (:mod:`torchplug.pyg.csr_cache`);
+* ``GATConv``, ``GATv2Conv`` and ``TransformerConv`` over a plain
+  ``edge_index`` run ``torchplug.edge_attention`` and the per-head spmm on
+  that CSR, with no E x H x C messages (:mod:`torchplug.pyg.attention`).
 
 Results equal PyG's own within floating-point tolerance; min and max pass
 their gradient to the first extreme element of a tie, as torch_scatter does.
@@ -39,6 +42,7 @@ from typing import Callable
 
 from . import functional
 from ._patch import Log, swap_everywhere, wrapper
+from .attention import ROUTES, routed_forward
 from .fused import fused_propagate, messages_of
 
 __all__ = ["disable", "enable", "enabled", "is_enabled"]
@@ -120,6 +124,9 @@ def enable() -> None:
         _log.set(message_passing, "_set_jittable_templates", set_jittable_templates)
         for cls in _subclasses(message_passing):
             _fuse(cls, message_passing)
+        for name, route in ROUTES.items():
+            cls = getattr(pyg.nn, name)
+            _log.set(cls, "forward", routed_forward(cls, cls.forward, route))
 
 
 def disable() -> None:

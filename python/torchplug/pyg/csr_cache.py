@@ -3,7 +3,9 @@
 A layer over a plain ``edge_index [2, E]`` needs its edges grouped by target
 node: the CSR ``(rowptr, col)`` and ``perm`` (CSR position -> edge, so that
 edge weights follow as ``weight[perm]``), and for x's gradient the
-transpose (:func:`torchplug.spmm_transpose`). Sorting the edges costs as much
+transpose (:func:`torchplug.spmm_transpose`). The attention layers ask for
+the graph with its self loops replaced by one per node, as PyG's
+``remove_self_loops`` and ``add_self_loops`` make it. Sorting the edges costs as much
 as a layer's whole forward, so the CSR is kept for the next call with the
 same graph.
 
@@ -11,7 +13,7 @@ A lookup first asks for the very tensor of an entry, unchanged since (its
 version counter); a new tensor of the same shape on the same device is then
 compared with the entries' (``torch.equal``: one pass and one host sync),
 because PyG builds a new ``edge_index`` each step in places (GCNConv adds
-its self loops every call); a match moves the entry to the new tensor. An entry keeps its ``edge_index`` alive, so that
+its self loops every call); a match moves the entry to the new tensor. An entry, one per tensor and sizes, keeps its ``edge_index`` alive, so that
 the identity can never belong to a freed tensor's successor; an in-place
 change to it (a new version) retires the entry. At most :data:`CAPACITY`
 graphs are kept, the least recently used leaving first: training over
@@ -70,13 +72,19 @@ def _check_nodes(edge_index: Tensor, num_rows: int, num_cols: int) -> None:
                              f"outside the {bound} {nodes}: expected values in [0, {bound})")
 
 
-def build(edge_index: Tensor, num_rows: int, num_cols: int) -> Csr:
+def build(edge_index: Tensor, num_rows: int, num_cols: int, self_loops: Optional[int] = None) -> Csr:
     """The CSR of the edges ``edge_index[0, e] -> edge_index[1, e]``,
     ``num_rows`` targets by ``num_cols`` sources, checked as
     :func:`_check_nodes` says; the edges of a row keep their order (a stable
-    sort), which makes the result and every sum over it deterministic."""
+    sort), which makes the result and every sum over it deterministic. With
+    ``self_loops`` n, the self loops are dropped and one is appended for each
+    of the nodes ``0 .. n-1`` (``perm`` counts edges in that list)."""
     _check_nodes(edge_index, num_rows, num_cols)
     source, target = edge_index[0].long(), edge_index[1].long()
+    if self_loops is not None:
+        kept = source != target
+        loops = torch.arange(self_loops, device=target.device)
+        source, target = torch.cat([source[kept], loops]), torch.cat([target[kept], loops])
     order = torch.argsort(target, stable=True)
     bounds = torch.arange(num_rows + 1, device=target.device)
     rowptr = torch.searchsorted(target[order], bounds)
@@ -110,39 +118,40 @@ class CsrCache:
             self._entries.clear()
             self.builds = 0
 
-    def get(self, edge_index: Tensor, num_rows: int, num_cols: int) -> Csr:
+    def get(self, edge_index: Tensor, num_rows: int, num_cols: int, self_loops: Optional[int] = None) -> Csr:
         """The CSR of ``edge_index [2, E]`` (row 0 the sources, row 1 the
-        targets) for ``num_rows`` targets and ``num_cols`` sources; built if
-        no entry holds it."""
+        targets) for ``num_rows`` targets and ``num_cols`` sources, with
+        ``self_loops`` as :func:`build` says; built if no entry holds it."""
         if torch.compiler.is_compiling():
-            return build(edge_index, num_rows, num_cols)
-        key = (num_rows, num_cols)
+            return build(edge_index, num_rows, num_cols, self_loops)
+        key = (num_rows, num_cols, self_loops)
         with self._lock:
             entry = self._lookup(edge_index, key)
             if entry is None:
-                entry = _Entry(edge_index, edge_index._version, key, build(edge_index, num_rows, num_cols))
+                entry = _Entry(edge_index, edge_index._version, key, build(edge_index, num_rows, num_cols, self_loops))
                 self.builds += 1
-            self._entries[id(entry.edge_index)] = entry
-            self._entries.move_to_end(id(entry.edge_index))
+            slot = (id(entry.edge_index), key)
+            self._entries[slot] = entry
+            self._entries.move_to_end(slot)
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
             return entry.csr
 
     def _lookup(self, edge_index: Tensor, key: tuple) -> Optional[_Entry]:
         """The live entry for this graph, retiring stale ones on the way."""
-        entry = self._entries.get(id(edge_index))
+        entry = self._entries.get((id(edge_index), key))
         if entry is not None and entry.edge_index is edge_index:
-            if entry.version == edge_index._version and entry.key == key:
+            if entry.version == edge_index._version:
                 return entry
-            del self._entries[id(edge_index)]
-        for ident, other in list(self._entries.items()):
+            del self._entries[(id(edge_index), key)]
+        for slot, other in list(self._entries.items()):
             if other.version != other.edge_index._version:
-                del self._entries[ident]
+                del self._entries[slot]
             elif (other.key == key and other.edge_index.shape == edge_index.shape
                   and other.edge_index.dtype == edge_index.dtype
                   and other.edge_index.device == edge_index.device
                   and torch.equal(other.edge_index, edge_index)):
-                del self._entries[ident]  # the graph's entry moves to its newest tensor
+                del self._entries[slot]  # the graph's entry moves to its newest tensor
                 return _Entry(edge_index, edge_index._version, key, other.csr)
         return None
 

@@ -64,12 +64,24 @@ def messages_of(cls: type, message_passing: type) -> Optional[MessageForm]:
     return MessageForm(FUSED_LAYERS[definer.__name__])
 
 
+def plain_edge_index(edge_index) -> bool:
+    """Whether ``edge_index`` is a plain strided integer ``[2, E]`` tensor
+    (not a sparse adjacency, an ``EdgeIndex`` or another subclass)."""
+    return (type(edge_index) is Tensor and edge_index.layout == torch.strided and edge_index.dim() == 2
+            and edge_index.size(0) == 2 and not edge_index.dtype.is_floating_point
+            and edge_index.dtype != torch.bool)
+
+
+def propagates_plainly(layer) -> bool:
+    """Whether ``layer`` passes messages as PyG does by default: sources to
+    targets, no explain mode, no decomposition, no message-passing hooks."""
+    return (layer.flow == "source_to_target" and not layer.explain and layer.decomposed_layers <= 1
+            and not any(getattr(layer, hooks) for hooks in _HOOKS))
+
+
 def _fused(layer, messages: MessageForm, edge_index, size, kwargs: dict) -> Optional[Tensor]:
     """The layer's output through spmm, or None where PyG must run it."""
-    if (type(edge_index) is not Tensor or edge_index.layout != torch.strided or edge_index.dim() != 2
-            or edge_index.size(0) != 2 or edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool
-            or layer.flow != "source_to_target" or layer.explain or layer.decomposed_layers > 1
-            or any(getattr(layer, hooks) for hooks in _HOOKS)):
+    if not plain_edge_index(edge_index) or not propagates_plainly(layer):
         return None
     aggregate = csr_aggr.plan(layer.aggr_module)
     x = kwargs.get("x")
