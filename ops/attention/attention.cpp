@@ -1,8 +1,9 @@
-// edge_attention: definition (schema in attention_schema.h), C++ API, input
-// checks, the score functions and the forward, registered for the CPU and
-// Meta (and for CUDA by attention_cuda.cu, built with the CUDA kernels). The forward is the same program on every device: the fused ops
-// it calls (gather_csr, sddmm, softmax_csr) carry the device kernels, and no
-// step builds E x H x C values but gatv2's activation.
+// edge_attention: definition (schemas in attention_schema.h), C++ API, input
+// checks, the score functions and the forward, and the Meta kernels. The
+// device files (attention_cpu.cpp, attention_cuda.cu) register the entry
+// points of attention_entries.h. The forward is the same program on every
+// device: the fused ops it calls (gather_coo, gather_csr, sddmm, softmax_csr,
+// gatv2's scores) carry the device kernels, and no step builds E x H x C values.
 //   edge_attention(Tensor rowptr, Tensor col, Tensor src, Tensor dst, str score="gat", Tensor? att=None,
 //                  float negative_slope=0.2, float scale=1.0, float dropout=0.0, Generator? generator=None,
 //                  Tensor? colptr=None, Tensor? row=None, Tensor? perm=None) -> Tensor   [nnz, H]
@@ -15,6 +16,7 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/ops/leaky_relu.h>
 
@@ -132,7 +134,8 @@ at::Tensor scores(const Args& a, bool differentiable, at::Tensor* pre) {
       return at::leaky_relu(before, a.negative_slope);
     }
     case Score::kGatV2: {
-      const at::Tensor z = gather_columns(a, a.src, differentiable) + gather_csr(a.dst, a.rowptr, nnz);  // [nnz, H, C]
+      if (!differentiable) return gatv2_scores(a);
+      const at::Tensor z = gather_columns(a, a.src, true) + gather_csr(a.dst, a.rowptr, nnz);  // [nnz, H, C]
       return (at::leaky_relu(z, a.negative_slope) * *a.att).sum(-1);
     }
     case Score::kDot: {
@@ -166,6 +169,23 @@ at::Tensor call_edge_attention(const at::Tensor& rowptr, const at::Tensor& col, 
 }
 
 // ---- the ops it is built from ------------------------------------------------------
+
+at::Tensor gatv2_scores(const Args& a) {
+  static const auto op =
+      core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, double)>(kGatv2Scores);
+  return op.call(a.rowptr, a.col, a.src, a.dst, *a.att, a.negative_slope);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gatv2_backward(const at::Tensor& grad, const Args& a,
+                                                              const OptTensor& colptr, const OptTensor& row,
+                                                              const OptTensor& perm, std::array<bool, 3> wanted) {
+  static const auto op = core::find_op<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, double, const OptTensor&, const OptTensor&, const OptTensor&, std::array<bool, 3>)>(
+      kGatv2Backward);
+  return op.call(grad, a.rowptr, a.col, a.src, a.dst, *a.att, a.negative_slope, colptr, row, perm, wanted);
+}
 
 at::Tensor softmax_csr(const at::Tensor& src, const at::Tensor& indptr) {
   static const auto op =
@@ -214,17 +234,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> transpose(const at::Tensor& rowpt
   return op.call(rowptr, col, num_cols);
 }
 
-// The CPU and CUDA kernel: the forward below autograd.
-at::Tensor edge_attention_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
-                                 const at::Tensor& dst, c10::string_view score, const OptTensor& att,
-                                 double negative_slope, double scale, double dropout,
-                                 const std::optional<at::Generator>& generator, const OptTensor& colptr,
-                                 const OptTensor& row, const OptTensor& perm) {
-  const Args a = check_args(rowptr, col, src, dst, score, att, negative_slope, scale, dropout, colptr, row, perm,
-                            /*values=*/true);
-  return forward(a, generator);
-}
-
 namespace {
 
 at::Tensor edge_attention_meta(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
@@ -235,6 +244,22 @@ at::Tensor edge_attention_meta(const at::Tensor& rowptr, const at::Tensor& col, 
   check_args(rowptr, col, src, dst, score, att, negative_slope, scale, dropout, colptr, row, perm,
              /*values=*/false);
   return at::empty_symint({col.sym_size(0), src.sym_size(1)}, src.options());
+}
+
+at::Tensor gatv2_scores_meta(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
+                             const at::Tensor& dst, const at::Tensor& att, double negative_slope) {
+  check_args(rowptr, col, src, dst, "gatv2", att, negative_slope, 1, 0, std::nullopt, std::nullopt, std::nullopt,
+             /*values=*/false);
+  return at::empty_symint({col.sym_size(0), src.sym_size(1)}, src.options());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gatv2_backward_meta(
+    const at::Tensor& /*grad*/, const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
+    const at::Tensor& dst, const at::Tensor& att, double negative_slope, const OptTensor& colptr,
+    const OptTensor& row, const OptTensor& perm, std::array<bool, 3> output_mask) {
+  check_args(rowptr, col, src, dst, "gatv2", att, negative_slope, 1, 0, colptr, row, perm, /*values=*/false);
+  return {output_mask[0] ? at::empty_like(src) : at::Tensor(), output_mask[1] ? at::empty_like(dst) : at::Tensor(),
+          output_mask[2] ? at::empty_like(att) : at::Tensor()};
 }
 
 }  // namespace
@@ -255,12 +280,16 @@ at::Tensor edge_attention(const at::Tensor& rowptr, const at::Tensor& col, const
 
 }  // namespace torchplug
 
-TORCHPLUG_LIBRARY(torchplug, m) { m.define(torchplug::attention_detail::kEdgeAttention); }
-
-TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
-  m.impl(torchplug::attention_detail::kEdgeAttention, &torchplug::attention_detail::edge_attention_kernel);
+TORCHPLUG_LIBRARY(torchplug, m) {
+  using namespace torchplug::attention_detail;
+  m.define(kEdgeAttention);
+  m.define(kGatv2Scores);
+  m.define(kGatv2Backward);
 }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
-  m.impl(torchplug::attention_detail::kEdgeAttention, &torchplug::attention_detail::edge_attention_meta);
+  using namespace torchplug::attention_detail;
+  m.impl(kEdgeAttention, &edge_attention_meta);
+  m.impl(kGatv2Scores, &gatv2_scores_meta);
+  m.impl(kGatv2Backward, &gatv2_backward_meta);
 }

@@ -8,7 +8,8 @@
 //   gat    gp = gs * act'(pre); dst: segment_sum_csr(gp) over the rows; src:
 //          the same over the transpose's columns (gp in the transpose's order)
 //   gatv2  gz = gs * att * act'(z) per feature, summed as gat's gp; att:
-//          the sum over the edges of gs * act(z)
+//          the sum over the edges of gs * act(z); one fused kernel
+//          (edge_attention_gatv2_backward) recomputes z per edge
 //   dot    dst (queries): spmm_sum(rowptr, col, scale * gs, src), per head;
 //          src (keys): the same over the transpose with dst
 // Every step is a deterministic segment reduction or gather: no atomics.
@@ -21,7 +22,6 @@
 
 #include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/leaky_relu.h>
 #include <ATen/ops/where.h>
 #include <c10/core/GradMode.h>
 #include <torch/autograd.h>
@@ -84,11 +84,10 @@ variable_list fused_gradients(const Args& a, const at::Tensor& g_, Wanted wanted
       to_ends(at::where(pre > 0, gs, gs * a.negative_slope));
       break;
     case Score::kGatV2: {
-      const at::Tensor z = (gather_coo(a.src, a.col) + gather_csr(a.dst, a.rowptr, nnz)).to(math);
-      const at::Tensor att = a.att->to(math);
-      const at::Tensor gse = gs.unsqueeze(-1);
-      to_ends(at::where(z > 0, gse * att, gse * att * a.negative_slope));
-      if (wanted.att) out[2] = (gse * at::leaky_relu(z, a.negative_slope)).sum(0).to(dtype);
+      const auto given = [](const at::Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; };
+      auto [src, dst, att] =
+          gatv2_backward(gs, a, given(colptr), given(row), given(perm), {wanted.src, wanted.dst, wanted.att});
+      out[0] = src, out[1] = dst, out[2] = att;
       break;
     }
     case Score::kDot: {

@@ -11,7 +11,9 @@
 
 #include <c10/util/string_view.h>
 
+#include <array>
 #include <optional>
+#include <tuple>
 
 namespace torchplug::attention_detail {
 
@@ -40,15 +42,26 @@ Args check_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tenso
 // scores before the activation (its backward's sign).
 at::Tensor scores(const Args& a, bool differentiable, at::Tensor* pre = nullptr);
 
+// gatv2's fused kernels' inputs (attention_entries.h, the device files):
+// src [N, H, C], dst [M, H, C] and att [H, C], contiguous.
+struct Gatv2Problem {
+  at::Tensor rowptr, col, src, dst, att;
+  double negative_slope;
+  int64_t M, N, H, C;
+};
+
+// The backward's att gradient is summed over fixed blocks of this many rows
+// first, then over the blocks: the same order on every device and thread count.
+constexpr int64_t kGatv2RowsPerPartial = 32;
+
+// gatv2's scores, and its src, dst, att gradients (`wanted`), through the dispatcher.
+at::Tensor gatv2_scores(const Args& a);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gatv2_backward(const at::Tensor& grad, const Args& a,
+                                                              const OptTensor& colptr, const OptTensor& row,
+                                                              const OptTensor& perm, std::array<bool, 3> wanted);
+
 // The forward: the softmax of each row's scores, then dropout.
 at::Tensor forward(const Args& a, const std::optional<at::Generator>& generator);
-
-// The CPU and CUDA kernel: the checks (values too) and the forward.
-at::Tensor edge_attention_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
-                                 const at::Tensor& dst, c10::string_view score, const OptTensor& att,
-                                 double negative_slope, double scale, double dropout,
-                                 const std::optional<at::Generator>& generator, const OptTensor& colptr,
-                                 const OptTensor& row, const OptTensor& perm);
 
 // edge_attention itself, through the dispatcher.
 at::Tensor call_edge_attention(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,

@@ -407,7 +407,7 @@ def test_errors_name_op_and_argument() -> None:
 
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["inference", "training"])
-@pytest.mark.parametrize("score", ["gat", "dot"])
+@pytest.mark.parametrize("score", SCORES)
 def test_compile_fullgraph_matches_eager(score: str, requires_grad: bool, device: str) -> None:
     """edge_attention + spmm_sum compiled with fullgraph=True against eager:
     the output, and in training the gradients of src and dst."""
@@ -416,8 +416,10 @@ def test_compile_fullgraph_matches_eager(score: str, requires_grad: bool, device
     src, dst, att, scale = features(score, 40, rowptr.numel() - 1, 2, 4, torch.float32, g)
     x = torch.randn(40, 2, 3, generator=g).to(device)
 
+    att = None if att is None else att.to(device)
+
     def step(src: Tensor, dst: Tensor, x: Tensor) -> Tensor:
-        alpha = torchplug.edge_attention(rowptr, col, src, dst, score, scale=scale)
+        alpha = torchplug.edge_attention(rowptr, col, src, dst, score, att, scale=scale)
         return torchplug.spmm_sum(rowptr, col, alpha, x).relu()
 
     eager_in = [t.to(device).requires_grad_(requires_grad) for t in (src, dst)]
@@ -434,12 +436,47 @@ def test_compile_fullgraph_matches_eager(score: str, requires_grad: bool, device
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["inference", "training"])
 def test_opcheck(requires_grad: bool, device: str) -> None:
-    """opcheck's default test_utils (as ops/spmm/test_spmm.py) on a gat and a
-    dot sample, with inputs that do and do not require grad."""
+    """opcheck's default test_utils (as ops/spmm/test_spmm.py) on a sample of
+    each score, with inputs that do and do not require grad."""
     g = torch.Generator().manual_seed(18)
     rowptr, col = to(device, *small_graph(g))
     op = torch.ops.torchplug.edge_attention.default
-    for score in ("gat", "dot"):
+    for score in SCORES:
         src, dst, att, scale = features(score, 6, rowptr.numel() - 1, 2, 3, torch.float64, g)
         src, dst = (t.to(device).requires_grad_(requires_grad) for t in (src, dst))
-        torch.library.opcheck(op, (rowptr, col, src, dst, score, None, 0.2, scale, 0.0, None, None, None, None))
+        att = None if att is None else att.to(device).requires_grad_(requires_grad)
+        torch.library.opcheck(op, (rowptr, col, src, dst, score, att, 0.2, scale, 0.0, None, None, None, None))
+
+
+def test_gatv2_kernels_opcheck_and_match_the_reference(device: str) -> None:
+    """gatv2's fused kernels directly: opcheck (their Meta kernels), the
+    scores against the reference's, and the backward against autograd of
+    the reference's scores, each output alone and all three."""
+    g = torch.Generator().manual_seed(19)
+    rowptr, col = graph(g, 30)
+    M = rowptr.numel() - 1
+    src, dst, att, _ = features("gatv2", 30, M, 3, 5, torch.float64, g)
+    z = src[col] + dst.repeat_interleave(rowptr.diff(), dim=0)
+    leaves_ = leaves("cpu", src, dst, att)
+    want_scores = (torch.nn.functional.leaky_relu(leaves_[0][col] + leaves_[1].repeat_interleave(
+        rowptr.diff(), dim=0), 0.2) * leaves_[2]).sum(-1)
+    grad = torch.randn(col.numel(), 3, generator=g, dtype=torch.float64)
+    want_grads = torch.autograd.grad(want_scores, leaves_, grad)
+    colptr, row, perm = torchplug.spmm_transpose(rowptr, col, 30)
+    ops = torch.ops.torchplug
+    args = to(device, rowptr, col, src, dst, att)
+    scores = ops.edge_attention_gatv2_scores(*args, 0.2)
+    torch.testing.assert_close(scores.cpu(), (torch.nn.functional.leaky_relu(z, 0.2) * att).sum(-1))
+    transpose = to(device, colptr, row, perm)
+    for mask in ([True, True, True], [True, False, False], [False, True, False], [False, False, True]):
+        got = ops.edge_attention_gatv2_backward(grad.to(device), *args, 0.2, *transpose, mask)
+        for wanted, have, want in zip(mask, got, want_grads):
+            if wanted:
+                torch.testing.assert_close(have.cpu(), want)
+    torch.library.opcheck(ops.edge_attention_gatv2_scores.default, (*args, 0.2))
+    torch.library.opcheck(ops.edge_attention_gatv2_backward.default,
+                          (grad.to(device), *args, 0.2, *transpose, [True, True, True]))
+    with pytest.raises(RuntimeError, match="edge_attention_gatv2_backward: src's gradient needs the transpose"):
+        ops.edge_attention_gatv2_backward(grad.to(device), *args, 0.2, None, None, None, [True, False, False])
+    with pytest.raises(RuntimeError, match="edge_attention_gatv2_backward: argument 'grad' must be a Double tensor"):
+        ops.edge_attention_gatv2_backward(grad.float().to(device), *args, 0.2, *transpose, [True, True, True])
