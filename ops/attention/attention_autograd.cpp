@@ -33,6 +33,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::Variable;
 using torch::autograd::variable_list;
 
+OptTensor given(const at::Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
+
 struct Wanted {
   bool src, dst, att;
 };
@@ -84,7 +86,6 @@ variable_list fused_gradients(const Args& a, const at::Tensor& g_, Wanted wanted
       to_ends(at::where(pre > 0, gs, gs * a.negative_slope));
       break;
     case Score::kGatV2: {
-      const auto given = [](const at::Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; };
       auto [src, dst, att] =
           gatv2_backward(gs, a, given(colptr), given(row), given(perm), {wanted.src, wanted.dst, wanted.att});
       out[0] = src, out[1] = dst, out[2] = att;
@@ -121,7 +122,6 @@ class EdgeAttentionFunction : public torch::autograd::Function<EdgeAttentionFunc
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
-    const auto given = [](const at::Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; };
     const Args a = check_args(s[0], s[1], s[2], s[3], ctx->saved_data["score"].toStringRef(), given(s[4]),
                               ctx->saved_data["negative_slope"].toDouble(), ctx->saved_data["scale"].toDouble(),
                               ctx->saved_data["dropout"].toDouble(), given(s[5]), given(s[6]), given(s[7]),
