@@ -1,0 +1,222 @@
+// The sampler plugin: definitions (schemas in sampler_schema.h), the C++ API,
+// the checks, and the registration of the CPU kernels (sampler_cpu.cpp) and
+// of random_walk's Meta kernel (the other two ops' result sizes depend on
+// the values sampled). The checks read no more than the kernels do: the
+// seeds here, the rowptr entries and edges the kernels visit there (a
+// product-sized graph checked whole would cost more than a batch's sampling).
+
+#include "sampler.h"
+
+#include "sampler_kernel.h"
+#include "torchplug/core/checks.h"
+#include "torchplug/core/library.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/randint.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+namespace torchplug {
+namespace sampler_detail {
+namespace {
+
+using core::NamedTensor;
+
+// rowptr [N + 1] and col [E], the seeds (1-D, values in [0, N)): one index
+// dtype, one device.
+void check_graph(const char* op, const at::Tensor& rowptr, const at::Tensor& col, NamedTensor seeds) {
+  const at::Tensor& seed = *seeds.second;
+  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), seeds});
+  core::check_dtype_in(op, "rowptr", rowptr, kIndexDtypes);
+  core::check_same_dtype(op, TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col));
+  core::check_same_dtype(op, TORCHPLUG_ARG(rowptr), seeds);
+  TORCH_CHECK(rowptr.dim() == 1 && rowptr.size(0) >= 1, op,
+              ": argument 'rowptr' must be 1-D with at least one value, got shape ", rowptr.sizes());
+  TORCH_CHECK(col.dim() == 1, op, ": argument 'col' must be 1-D, got shape ", col.sizes());
+  TORCH_CHECK(seed.dim() == 1, op, ": argument '", seeds.first, "' must be 1-D, got shape ", seed.sizes());
+  core::check_index_range(op, seeds.first, core::index_bounds(seed.to(at::kLong)), rowptr.size(0) - 1);
+}
+
+void check_times(const char* op, const char* arg, const OptTensor& t, int64_t size, const char* size_name,
+                 const at::Tensor& like) {
+  if (!t) return;
+  core::check_same_device(op, {TORCHPLUG_ARG(like), {arg, &*t}});
+  core::check_dtype(op, arg, *t, at::kLong);
+  TORCH_CHECK(t->dim() == 1 && t->size(0) == size, op, ": argument '", arg, "' of shape ", t->sizes(),
+              " must be [", size, "] (", size_name, ")");
+}
+
+}  // namespace
+
+uint64_t draw_key(const std::optional<at::Generator>& generator, const at::Device& device) {
+  const at::Device on = generator ? generator->device() : device;
+  const at::Tensor key = at::randint(std::numeric_limits<int64_t>::max(), {1}, generator,
+                                     at::TensorOptions().dtype(at::kLong).device(on));
+  return static_cast<uint64_t>(key.item<int64_t>());
+}
+
+SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
+                                   c10::IntArrayRef num_neighbors, const OptTensor& node_time,
+                                   const OptTensor& edge_time, const OptTensor& seed_time,
+                                   const OptTensor& edge_weight, bool csc, bool replace, bool directed,
+                                   bool disjoint, c10::string_view temporal_strategy, bool return_edge_id,
+                                   const std::optional<at::Generator>& generator) {
+  const char* op = kNeighborSample.name().c_str();
+  check_graph(op, rowptr, col, TORCHPLUG_ARG(seed));
+  const int64_t N = rowptr.size(0) - 1, E = col.size(0);
+  for (size_t h = 0; h < num_neighbors.size(); ++h) {
+    TORCH_CHECK(num_neighbors[h] >= -1, op, ": argument 'num_neighbors' holds ", num_neighbors[h], " at hop ", h,
+                ": a fanout is at least 0, or -1 for every neighbour");
+  }
+  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last", op,
+              ": argument 'temporal_strategy' must be \"uniform\" or \"last\", got \"", std::string(temporal_strategy),
+              "\"");
+  check_times(op, "node_time", node_time, N, "N = rowptr.size(0) - 1", rowptr);
+  check_times(op, "edge_time", edge_time, E, "E = col.size(0)", rowptr);
+  check_times(op, "seed_time", seed_time, seed.size(0), "one per seed", rowptr);
+  const bool temporal = node_time || edge_time;
+  TORCH_CHECK(!(node_time && edge_time), op, ": arguments 'node_time' and 'edge_time' exclude each other");
+  TORCH_CHECK(!temporal || disjoint, op, ": temporal sampling (node_time or edge_time) needs disjoint=True");
+  TORCH_CHECK(!edge_time || seed_time, op, ": argument 'edge_time' needs 'seed_time'");
+  TORCH_CHECK(!seed_time || temporal, op, ": argument 'seed_time' needs 'node_time' or 'edge_time'");
+  TORCH_CHECK(directed || !disjoint, op, ": directed=False (the induced subgraph) takes no disjoint=True");
+  if (edge_weight) {
+    TORCH_CHECK(!temporal, op, ": argument 'edge_weight' takes no temporal sampling");
+    core::check_same_device(op, {TORCHPLUG_ARG(rowptr), {"edge_weight", &*edge_weight}});
+    core::check_dtype_in(op, "edge_weight", *edge_weight, {at::kFloat, at::kDouble});
+    TORCH_CHECK(edge_weight->dim() == 1 && edge_weight->size(0) == E, op, ": argument 'edge_weight' of shape ",
+                edge_weight->sizes(), " must be [", E, "] (E = col.size(0))");
+  }
+  const auto contiguous = [](const OptTensor& t) { return t ? OptTensor(t->contiguous()) : std::nullopt; };
+  return {rowptr.contiguous(),
+          col.contiguous(),
+          seed.contiguous(),
+          num_neighbors.vec(),
+          contiguous(node_time),
+          contiguous(edge_time),
+          contiguous(seed_time),
+          contiguous(edge_weight),
+          csc,
+          replace,
+          directed,
+          disjoint,
+          temporal_strategy == "last",
+          return_edge_id,
+          draw_key(generator, rowptr.device())};
+}
+
+WalkProblem plan_random_walk(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
+                             int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator,
+                             bool draw) {
+  const char* op = kRandomWalk.name().c_str();
+  check_graph(op, rowptr, col, TORCHPLUG_ARG(seed));
+  TORCH_CHECK(walk_length >= 0, op, ": argument 'walk_length' must be at least 0, got ", walk_length);
+  TORCH_CHECK(p > 0 && q > 0, op, ": arguments 'p' and 'q' must be positive, got p=", p, " q=", q);
+  return {rowptr.contiguous(), col.contiguous(), seed.contiguous(), walk_length, p, q,
+          draw ? draw_key(generator, rowptr.device()) : 0};
+}
+
+SubgraphProblem plan_subgraph(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& nodes,
+                              bool return_edge_id) {
+  check_graph(kSubgraph.name().c_str(), rowptr, col, TORCHPLUG_ARG(nodes));
+  return {rowptr.contiguous(), col.contiguous(), nodes.contiguous(), return_edge_id};
+}
+
+namespace {
+
+using SampleResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, OptTensor, std::vector<int64_t>,
+                                std::vector<int64_t>>;
+
+SampleResult neighbor_sample_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
+                                    c10::IntArrayRef num_neighbors, const OptTensor& node_time,
+                                    const OptTensor& edge_time, const OptTensor& seed_time,
+                                    const OptTensor& edge_weight, bool csc, bool replace, bool directed,
+                                    bool disjoint, c10::string_view temporal_strategy, bool return_edge_id,
+                                    const std::optional<at::Generator>& generator) {
+  core::check_cpu(kNeighborSample.name().c_str(), "rowptr", rowptr);
+  NeighborSample s = neighbor_sample_cpu(plan_neighbor_sample(rowptr, col, seed, num_neighbors, node_time, edge_time,
+                                                              seed_time, edge_weight, csc, replace, directed,
+                                                              disjoint, temporal_strategy, return_edge_id,
+                                                              generator));
+  return {s.row, s.col, s.node_id, s.edge_id, s.num_sampled_nodes_per_hop, s.num_sampled_edges_per_hop};
+}
+
+at::Tensor random_walk_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
+                              int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator) {
+  core::check_cpu(kRandomWalk.name().c_str(), "rowptr", rowptr);
+  return random_walk_cpu(plan_random_walk(rowptr, col, seed, walk_length, p, q, generator, true));
+}
+
+at::Tensor random_walk_meta(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
+                            int64_t walk_length, double p, double q, const std::optional<at::Generator>& /*generator*/) {
+  const char* op = kRandomWalk.name().c_str();
+  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), TORCHPLUG_ARG(seed)});
+  core::check_dtype_in(op, "rowptr", rowptr, kIndexDtypes);
+  core::check_same_dtype(op, TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(seed));
+  TORCH_CHECK(seed.dim() == 1, op, ": argument 'seed' must be 1-D, got shape ", seed.sizes());
+  TORCH_CHECK(walk_length >= 0, op, ": argument 'walk_length' must be at least 0, got ", walk_length);
+  TORCH_CHECK(p > 0 && q > 0, op, ": arguments 'p' and 'q' must be positive, got p=", p, " q=", q);
+  return at::empty_symint({seed.sym_size(0), walk_length + 1}, seed.options());
+}
+
+std::tuple<at::Tensor, at::Tensor, OptTensor> subgraph_kernel(const at::Tensor& rowptr, const at::Tensor& col,
+                                                              const at::Tensor& nodes, bool return_edge_id) {
+  core::check_cpu(kSubgraph.name().c_str(), "rowptr", rowptr);
+  return subgraph_cpu(plan_subgraph(rowptr, col, nodes, return_edge_id));
+}
+
+}  // namespace
+}  // namespace sampler_detail
+
+NeighborSample neighbor_sample(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
+                               const std::vector<int64_t>& num_neighbors, const NeighborSampleOptions& o) {
+  using namespace sampler_detail;
+  static const auto op = core::find_op<SampleResult(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::IntArrayRef, const OptTensor&, const OptTensor&,
+      const OptTensor&, const OptTensor&, bool, bool, bool, bool, c10::string_view, bool,
+      const std::optional<at::Generator>&)>(kNeighborSample);
+  auto [row, out_col, node_id, edge_id, nodes, edges] = op.call(
+      rowptr, col, seed, num_neighbors, o.node_time, o.edge_time, o.seed_time, o.edge_weight, o.csc, o.replace,
+      o.directed, o.disjoint, c10::string_view(o.temporal_strategy.data(), o.temporal_strategy.size()),
+      o.return_edge_id, o.generator);
+  return {row, out_col, node_id, edge_id, nodes, edges};
+}
+
+at::Tensor random_walk(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed, int64_t walk_length,
+                       double p, double q, const std::optional<at::Generator>& generator) {
+  static const auto op =
+      core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, double, double,
+                               const std::optional<at::Generator>&)>(sampler_detail::kRandomWalk);
+  return op.call(rowptr, col, seed, walk_length, p, q, generator);
+}
+
+std::tuple<at::Tensor, at::Tensor, std::optional<at::Tensor>> subgraph(const at::Tensor& rowptr,
+                                                                      const at::Tensor& col,
+                                                                      const at::Tensor& nodes,
+                                                                      bool return_edge_id) {
+  static const auto op = core::find_op<std::tuple<at::Tensor, at::Tensor, std::optional<at::Tensor>>(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, bool)>(sampler_detail::kSubgraph);
+  return op.call(rowptr, col, nodes, return_edge_id);
+}
+
+}  // namespace torchplug
+
+TORCHPLUG_LIBRARY(torchplug, m) {
+  using namespace torchplug::sampler_detail;
+  m.define(kNeighborSample);
+  m.define(kRandomWalk);
+  m.define(kSubgraph);
+}
+
+TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
+  using namespace torchplug::sampler_detail;
+  m.impl(kNeighborSample, &neighbor_sample_kernel);
+  m.impl(kRandomWalk, &random_walk_kernel);
+  m.impl(kSubgraph, &subgraph_kernel);
+}
+
+TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
+  m.impl(torchplug::sampler_detail::kRandomWalk, &torchplug::sampler_detail::random_walk_meta);
+}

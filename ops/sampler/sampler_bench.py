@@ -1,0 +1,165 @@
+"""The sampler's benchmark workloads: neighbour sampling (fanout 15, 10, 5,
+with replacement) and uniform random walks over a Chung-Lu power-law graph,
+against the same sampling written with vectorised PyTorch calls. The
+samples are random, so the outputs compared are counts: the edges sampled
+per hop (the first hop's are exact, 15 per seed with neighbours; the later
+ones agree within a few percent) and the nodes per hop; for walks, the
+start column and the share of steps that stayed put. The graph lives on the
+CPU: the sampler has no CUDA kernel yet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+import torchplug
+from torchplug.bench.candidates import TORCHPLUG, Candidate, Lineup
+from torchplug.bench.workloads import Scale, count_label
+from torchplug.datasets import power_law_graph
+
+TORCH = "torch (vectorised)"
+
+#: Later hops' counts of two samplers agree within this fraction.
+RELATIVE_SPREAD = 0.05
+
+
+def incoming_csr(n: int, avg_degree: int) -> tuple[Tensor, Tensor]:
+    """``(colptr, row)``: each node's incoming edges of :func:`power_law_graph`
+    (the CSC PyG samples from), int64 on the CPU."""
+    src, dst = power_law_graph(n, avg_degree, num_features=1).edge_index
+    order = torch.argsort(dst, stable=True)
+    return torch.cat([dst.new_zeros(1), torch.bincount(dst, minlength=n).cumsum(0)]), src[order]
+
+
+def sample_in_torch(colptr: Tensor, row: Tensor, seed: Tensor, fanouts: tuple[int, ...]) -> Tensor:
+    """Neighbour sampling with replacement in vectorised PyTorch: each hop
+    draws ``fanout`` edges of every frontier node with neighbours, and the
+    neighbours not seen before (``torch.unique``) are the next frontier.
+    Returns the edges per hop, then the nodes per hop (float64)."""
+    nodes, frontier = seed, seed
+    edges, found = [], [seed.numel()]
+    for fanout in fanouts:
+        start, degree = colptr[frontier], colptr[frontier + 1] - colptr[frontier]
+        start, degree = start[degree > 0], degree[degree > 0]
+        offset = (torch.rand(start.numel(), fanout, dtype=torch.float64) * degree.unsqueeze(1)).long()
+        neighbours = row[start.unsqueeze(1) + offset].flatten()
+        frontier = torch.unique(neighbours[~torch.isin(neighbours, nodes)])
+        nodes = torch.cat([nodes, frontier])
+        edges.append(neighbours.numel())
+        found.append(frontier.numel())
+    return torch.tensor(edges + found, dtype=torch.float64)
+
+
+def counts_agree(out: Tensor, reference: Tensor) -> bool:
+    """Equal first entries (exact counts), the rest within :data:`RELATIVE_SPREAD`."""
+    if out.shape != reference.shape:
+        return False
+    return bool(out[0] == reference[0]) and bool(
+        ((out - reference).abs() <= RELATIVE_SPREAD * reference.abs().clamp(min=1)).all())
+
+
+@dataclass(frozen=True)
+class NeighborSampleWorkload:
+    """``neighbor_sample`` of ``batch`` seeds with fanouts 15, 10, 5 (with
+    replacement) over a power-law graph of ``n`` nodes and about ``e`` edges."""
+
+    op: ClassVar[str] = "sampler"
+    e: int
+    n: int
+    batch: int
+
+    @property
+    def name(self) -> str:
+        return f"neighbor_sample [15, 10, 5] batch={self.batch} E={count_label(self.e)} N={count_label(self.n)}"
+
+    @property
+    def terms_per_output(self) -> float:
+        return 1.0
+
+    def min_bytes(self) -> int:
+        """Each sampled edge's rowptr pair and column read once (int64)."""
+        return 8 * 3 * self.batch * (15 + 15 * 10 + 15 * 10 * 5)
+
+    def params(self) -> dict[str, object]:
+        return {"E": self.e, "N": self.n, "batch": self.batch, "fanouts": [15, 10, 5]}
+
+    def agrees(self, out: Tensor, reference: Tensor) -> bool:
+        # The first hop's edges are exact; so are the seeds (the first node count).
+        return counts_agree(out, reference) and bool(out[3] == reference[3])
+
+    def lineup(self, device: torch.device) -> Lineup:
+        colptr, row = incoming_csr(self.n, max(1, self.e // self.n))
+        seed = torch.randperm(self.n, generator=torch.Generator().manual_seed(0))[: self.batch]
+
+        def ours() -> Tensor:
+            *_, nodes, edges = torchplug.neighbor_sample(colptr, row, seed, [15, 10, 5], csc=True, replace=True)
+            return torch.tensor(edges + nodes, dtype=torch.float64)
+
+        return Lineup((Candidate(TORCHPLUG, ours, "CPU, with replacement, pyg-lib's relabelling order"),
+                       Candidate(TORCH, lambda: sample_in_torch(colptr, row, seed, (15, 10, 5)),
+                                 "randint offsets, torch.unique per hop")), reference=TORCH)
+
+
+@dataclass(frozen=True)
+class RandomWalkWorkload:
+    """Uniform ``random_walk`` of ``walk_length`` steps from ``starts`` nodes."""
+
+    op: ClassVar[str] = "sampler"
+    e: int
+    n: int
+    starts: int
+    walk_length: int = 20
+
+    @property
+    def name(self) -> str:
+        return f"random_walk L={self.walk_length} starts={count_label(self.starts)} E={count_label(self.e)}"
+
+    @property
+    def terms_per_output(self) -> float:
+        return 1.0
+
+    def min_bytes(self) -> int:
+        """Per step a rowptr pair and a column read, the node written (int64)."""
+        return 8 * 4 * self.starts * self.walk_length
+
+    def params(self) -> dict[str, object]:
+        return {"E": self.e, "N": self.n, "starts": self.starts, "walk_length": self.walk_length}
+
+    def agrees(self, out: Tensor, reference: Tensor) -> bool:
+        return counts_agree(out, reference)
+
+    def lineup(self, device: torch.device) -> Lineup:
+        rowptr, col = incoming_csr(self.n, max(1, self.e // self.n))
+        start = torch.randint(0, self.n, (self.starts,), generator=torch.Generator().manual_seed(0))
+
+        def summary(walks: Tensor) -> Tensor:
+            """The start column's sum, then the share of steps that stayed put."""
+            stayed = (walks[:, 1:] == walks[:, :-1]).double().mean()
+            return torch.stack([walks[:, 0].double().sum(), stayed])
+
+        def in_torch() -> Tensor:
+            walks, v = [start], start
+            for _ in range(self.walk_length):
+                degree = rowptr[v + 1] - rowptr[v]
+                step = (torch.rand(v.numel(), dtype=torch.float64) * degree).long()
+                v = torch.where(degree > 0, col[(rowptr[v] + step).clamp(max=col.numel() - 1)], v)
+                walks.append(v)
+            return summary(torch.stack(walks, 1))
+
+        return Lineup((Candidate(TORCHPLUG, lambda: summary(torchplug.random_walk(rowptr, col, start,
+                                                                                  self.walk_length)), "CPU"),
+                       Candidate(TORCH, in_torch, "one gather per step")), reference=TORCH)
+
+
+def workloads(scale: Scale) -> tuple:
+    """On a GPU machine (its CPU samples): an ogbn-products-sized graph (2.4M
+    nodes, 124M edges), batches of 1,024 seeds; on a CPU: the scale's nodes
+    with 20 edges each."""
+    if scale.gpu:
+        n, e = 2_400_000, 124_000_000
+        return (NeighborSampleWorkload(e, n, 1024), RandomWalkWorkload(e, n, 100_000))
+    n = max(1000, scale.n)
+    return (NeighborSampleWorkload(20 * n, n, min(1024, n // 4)), RandomWalkWorkload(20 * n, n, min(10_000, n)))

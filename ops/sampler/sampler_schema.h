@@ -1,0 +1,38 @@
+#pragma once
+
+// The sampler plugin's ops, with pyg-lib's argument names, defaults and
+// result order (pyg_lib.sampler) plus a generator. Their kernels register
+// against these OpDefs; the defaults are spelled as the dispatcher prints them.
+
+#include "torchplug/core/registry.h"
+
+#include <c10/core/ScalarType.h>
+
+#include <vector>
+
+namespace torchplug::sampler_detail {
+
+// The index dtypes: rowptr, col and the seeds share one, and so do the results.
+inline const std::vector<c10::ScalarType> kIndexDtypes = {at::kInt, at::kLong};
+
+inline const core::OpDef kNeighborSample{
+    "torchplug::neighbor_sample(Tensor rowptr, Tensor col, Tensor seed, int[] num_neighbors, "
+    "Tensor? node_time=None, Tensor? edge_time=None, Tensor? seed_time=None, Tensor? edge_weight=None, "
+    "bool csc=False, bool replace=False, bool directed=True, bool disjoint=False, "
+    "str temporal_strategy=\"uniform\", bool return_edge_id=True, Generator? generator=None) "
+    "-> (Tensor, Tensor, Tensor, Tensor?, int[], int[])",
+    kIndexDtypes,
+    "Multi-hop neighbour sampling from seed nodes over a CSR graph (pyg-lib's neighbor_sample): "
+    "(row, col, node_id, edge_id, nodes per hop, edges per hop)."};
+
+inline const core::OpDef kRandomWalk{
+    "torchplug::random_walk(Tensor rowptr, Tensor col, Tensor seed, int walk_length, float p=1., float q=1., "
+    "Generator? generator=None) -> Tensor",
+    kIndexDtypes, "Random walks [S, walk_length + 1] from each seed, uniform or node2vec's (p, q)."};
+
+inline const core::OpDef kSubgraph{
+    "torchplug::subgraph(Tensor rowptr, Tensor col, Tensor nodes, bool return_edge_id=True) "
+    "-> (Tensor, Tensor, Tensor?)",
+    kIndexDtypes, "The subgraph a node set induces, as a CSR over the nodes' positions, with the edges' ids."};
+
+}  // namespace torchplug::sampler_detail
