@@ -24,7 +24,11 @@ While it is on:
   (:mod:`torchplug.pyg.csr_cache`);
 * ``GATConv``, ``GATv2Conv`` and ``TransformerConv`` over a plain
   ``edge_index`` run ``torchplug.edge_attention`` and the per-head spmm on
-  that CSR, with no E x H x C messages (:mod:`torchplug.pyg.attention`).
+  that CSR, with no E x H x C messages (:mod:`torchplug.pyg.attention`);
+* ``NeighborLoader``, ``LinkNeighborLoader``, ``Node2Vec`` and
+  ``dropout_path`` sample with ``torchplug.neighbor_sample`` and
+  ``torchplug.random_walk``, pyg-lib installed or not
+  (:mod:`torchplug.pyg.sampler`).
 
 Results equal PyG's own within floating-point tolerance; min and max pass
 their gradient to the first extreme element of a tie, as torch_scatter does.
@@ -42,6 +46,7 @@ from typing import Callable
 
 from . import functional
 from ._patch import Log, swap_everywhere, wrapper
+from . import sampler
 from .attention import ROUTES, routed_forward
 from .fused import fused_propagate, messages_of
 
@@ -127,6 +132,7 @@ def enable() -> None:
         for name, route in ROUTES.items():
             cls = getattr(pyg.nn, name)
             _log.set(cls, "forward", routed_forward(cls, cls.forward, route))
+        sampler.route(_log)
 
 
 def disable() -> None:

@@ -5,7 +5,7 @@ scatter`` in some sixty modules), so replacing ``torch_geometric.utils.scatter``
 alone would miss most callers. :func:`swap_everywhere` replaces every module
 global that *is* the original object, in every loaded module (PyG's, its
 generated ``propagate`` modules, the user's), and swapping back the same way
-also restores modules imported while the backend was on. Class attributes are
+also restores modules imported while the backend was on. Attributes are
 set through :class:`Log`, which remembers what each one held.
 
 Every replacement is made by :func:`wrapper`, which TorchScript sees
@@ -63,12 +63,13 @@ def wrapper(original: Callable, call: Callable) -> Callable:
 
 
 class Log:
-    """Class attributes set by the backend, with what they held before."""
+    """Attributes (of classes, modules, ``torch.ops`` namespaces) set by the
+    backend, with what they held before."""
 
     def __init__(self) -> None:
-        self._entries: list[tuple[type, str, Any]] = []
+        self._entries: list[tuple[Any, str, Any]] = []
 
-    def set(self, owner: type, name: str, value: Any) -> None:
+    def set(self, owner: Any, name: str, value: Any) -> None:
         """``owner.name = value``, remembering the attribute ``owner`` defined itself."""
         self._entries.append((owner, name, vars(owner).get(name, _ABSENT)))
         setattr(owner, name, value)
