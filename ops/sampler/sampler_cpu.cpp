@@ -7,6 +7,7 @@
 // the kernels read is checked as it is read (IndexError naming the argument).
 
 #include "sampler_kernel.h"
+#include "sampler_pick.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -20,7 +21,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <unordered_set>
 #include <vector>
 
 namespace torchplug::sampler_detail {
@@ -138,52 +138,6 @@ struct Graph {
 
 // ---- neighbor_sample ---------------------------------------------------------
 
-// Writes the k picks of the window [lo, hi) (pop = hi - lo > 0) to `out`:
-// `all` of them in order, or drawn from `s`.
-void pick(int64_t* out, int64_t lo, int64_t hi, int64_t k, bool all, bool replace, const double* cumulative,
-          const double* keys_weight, Stream& s) {
-  const int64_t pop = hi - lo;
-  if (all) {
-    std::iota(out, out + k, lo);
-    return;
-  }
-  if (cumulative != nullptr && replace) {  // weighted draws: the cumulative weights' inverse
-    const double total = cumulative[pop - 1];
-    for (int64_t j = 0; j < k; ++j) {
-      const double u = s.unit() * total;
-      out[j] = lo + std::min<int64_t>(pop - 1, std::upper_bound(cumulative, cumulative + pop, u) - cumulative);
-    }
-    return;
-  }
-  if (keys_weight != nullptr) {  // weighted, distinct: the k largest log(u) / w (Efraimidis-Spirakis)
-    std::vector<std::pair<double, int64_t>> keys(pop);
-    for (int64_t j = 0; j < pop; ++j) {
-      const double w = keys_weight[j];
-      keys[j] = {w > 0 ? std::log(s.unit()) / w : -std::numeric_limits<double>::infinity(), lo + j};
-    }
-    std::partial_sort(keys.begin(), keys.begin() + k, keys.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
-    for (int64_t j = 0; j < k; ++j) out[j] = keys[j].second;
-    return;
-  }
-  if (replace) {
-    for (int64_t j = 0; j < k; ++j) out[j] = lo + static_cast<int64_t>(s.below(pop));
-    return;
-  }
-  // Distinct and uniform: Floyd's algorithm, k draws for k picks.
-  constexpr int64_t kScanned = 64;  // up to this many picks, look them up by a scan
-  std::unordered_set<int64_t> taken;
-  for (int64_t j = pop - k, n = 0; j < pop; ++j, ++n) {
-    const int64_t r = static_cast<int64_t>(s.below(j + 1));
-    const bool seen =
-        k <= kScanned ? std::find(out, out + n, lo + r) != out + n : !taken.insert(r).second;
-    const int64_t chosen = seen ? j : r;
-    if (seen && k > kScanned) taken.insert(j);
-    out[n] = lo + chosen;
-  }
-}
-
 template <typename index_t>
 NeighborSample sample(const SampleProblem& p) {
   const char* op = kNeighborSample.name().c_str();
@@ -226,26 +180,18 @@ NeighborSample sample(const SampleProblem& p) {
     // Each frontier node's window of candidates and its number of picks.
     at::parallel_for(0, frontier, 256, [&](int64_t first, int64_t last) {
       for (int64_t f = first; f < last; ++f) {
-        const int64_t i = begin + f, v = nodes[i];
+        const int64_t i = begin + f;
         int64_t a = 0, b = 0;
-        if (count != 0 && g.row(v, a, b, bad_rowptr) && temporal && a < b) {
-          const int64_t cut = root_time[tree[i]];
-          const auto time = [&](int64_t e) {
-            int64_t c = 0;
-            return node_time == nullptr ? edge_time[e] : g.column(e, c, bad_col) ? node_time[c] : 0;
-          };
-          if (time(a) > time(b - 1)) unsorted.note(v, time(a));
-          int64_t low = a, high = b;  // the first edge later than the cut
-          while (low < high) {
-            const int64_t mid = low + (high - low) / 2;
-            (time(mid) <= cut ? low = mid + 1 : high = mid);
-          }
-          b = low;
-          if (p.last && count >= 0) a = std::max(a, b - count);
+        bool sorted = true, col_ok = true;
+        if (g.row(nodes[i], a, b, bad_rowptr)) {
+          const int64_t row_start = a, row_end = b;
+          offset[f + 1] = window(a, b, count, p.replace, temporal, p.last, temporal ? root_time[tree[i]] : 0, g.col,
+                                 g.N, node_time, edge_time, sorted, col_ok);
+          for (int64_t e = row_start, c = 0; !col_ok && e < row_end && g.column(e, c, bad_col); ++e) {
+          }  // finds the bad column the window met, for the error
         }
-        const int64_t pop = b - a;
+        if (!sorted) unsorted.note(nodes[i], 0);
         lo[f] = a, hi[f] = b;
-        offset[f + 1] = pop == 0 ? 0 : (count < 0 || (!p.replace && count >= pop)) ? pop : count;
       }
     });
     bad_rowptr.raise_if_any(op, kBadRowptr, "node");
@@ -255,25 +201,14 @@ NeighborSample sample(const SampleProblem& p) {
     std::partial_sum(offset.begin(), offset.end(), offset.begin());
 
     std::vector<int64_t> picks(offset[frontier]);
+    std::vector<double> keys(edge_weight != nullptr && !p.replace ? picks.size() : 0);
     at::parallel_for(0, frontier, 64, [&](int64_t first, int64_t last) {
-      std::vector<double> cumulative;
       for (int64_t f = first; f < last; ++f) {
-        const int64_t k = offset[f + 1] - offset[f];
-        if (k == 0) continue;
         Stream s(p.key, static_cast<uint64_t>(h), static_cast<uint64_t>(begin + f));
-        const bool all = count < 0 || (!p.replace && count >= hi[f] - lo[f]);
-        const double* sums = nullptr;
-        if (edge_weight != nullptr && p.replace && !all) {
-          cumulative.resize(hi[f] - lo[f]);
-          std::partial_sum(edge_weight + lo[f], edge_weight + hi[f], cumulative.begin());
-          if (!(cumulative.back() > 0)) {
-            zero_weights.note(nodes[begin + f], 0);
-            continue;
-          }
-          sums = cumulative.data();
+        if (!pick(picks.data() + offset[f], keys.empty() ? nullptr : keys.data() + offset[f], lo[f], hi[f],
+                  offset[f + 1] - offset[f], count, p.replace, edge_weight, s)) {
+          zero_weights.note(nodes[begin + f], 0);
         }
-        const double* weights = edge_weight != nullptr && !p.replace ? edge_weight + lo[f] : nullptr;
-        pick(picks.data() + offset[f], lo[f], hi[f], k, all, p.replace, sums, weights, s);
       }
     });
     zero_weights.raise_if_any(op, "argument 'edge_weight' weighs a neighbourhood 0 in all, nothing to draw with "
