@@ -13,6 +13,7 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/randint.h>
+#include <ATen/ops/stack.h>
 
 #include <algorithm>
 #include <limits>
@@ -36,6 +37,10 @@ void check_graph(const char* op, const at::Tensor& rowptr, const at::Tensor& col
               ": argument 'rowptr' must be 1-D with at least one value, got shape ", rowptr.sizes());
   TORCH_CHECK(col.dim() == 1, op, ": argument 'col' must be 1-D, got shape ", col.sizes());
   TORCH_CHECK(seed.dim() == 1, op, ": argument '", seeds.first, "' must be 1-D, got shape ", seed.sizes());
+  const at::Tensor ends = at::stack({rowptr[0], rowptr[-1]}).to(at::kLong).cpu();  // one read on a device
+  TORCH_CHECK_INDEX(ends[0].item<int64_t>() == 0 && ends[1].item<int64_t>() == col.size(0), op,
+                    ": argument 'rowptr' must start at 0 and end at E = col.size(0) = ", col.size(0), ", got ",
+                    ends[0].item<int64_t>(), " and ", ends[1].item<int64_t>());
   core::check_index_range(op, seeds.first, core::index_bounds(seed.to(at::kLong)), rowptr.size(0) - 1);
 }
 

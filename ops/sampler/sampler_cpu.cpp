@@ -21,6 +21,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <sstream>
 #include <vector>
 
 namespace torchplug::sampler_detail {
@@ -34,12 +35,17 @@ class BadValue {
     int64_t none = -1;
     if (where_.compare_exchange_strong(none, where)) value_ = value;
   }
-  // IndexError "<op>: <message>: <unit> <where> reads <value>" (no value for `with_value` false).
-  void raise_if_any(const char* op, const char* message, const char* unit, bool with_value = true) const {
+  // "<op>: <message>: <unit> <where> reads <value>" (no value for `with_value`
+  // false), an IndexError for a bad index, else a RuntimeError.
+  void raise_if_any(const char* op, const char* message, const char* unit, bool with_value = true,
+                    bool index_error = true) const {
     const int64_t where = where_.load();
     if (where < 0) return;
-    if (with_value) TORCH_CHECK_INDEX(false, op, ": ", message, ": ", unit, " ", where, " reads ", value_.load());
-    TORCH_CHECK_INDEX(false, op, ": ", message, ": ", unit, " ", where);
+    std::ostringstream text;
+    text << op << ": " << message << ": " << unit << " " << where;
+    if (with_value) text << " reads " << value_.load();
+    if (index_error) TORCH_CHECK_INDEX(false, text.str());
+    TORCH_CHECK(false, text.str());
   }
 
  private:
@@ -101,6 +107,12 @@ class NodeMap {
 
 constexpr const char* kBadRowptr = "argument 'rowptr' must start at 0, never decrease and end at E = col.size(0)";
 constexpr const char* kBadCol = "argument 'col' holds a node outside [0, N)";
+constexpr const char* kUnsortedNodeTime =
+    "argument 'node_time': temporal sampling needs each neighbourhood sorted by its nodes' time, and one is not";
+constexpr const char* kUnsortedEdgeTime =
+    "argument 'edge_time': temporal sampling needs each neighbourhood sorted by time, and one is not";
+constexpr const char* kZeroWeights =
+    "argument 'edge_weight' weighs a neighbourhood 0 in all: nothing to draw with replace=True";
 
 template <typename T>
 at::Tensor to_tensor(std::vector<T>&& values, at::ScalarType dtype) {
@@ -196,8 +208,7 @@ NeighborSample sample(const SampleProblem& p) {
     });
     bad_rowptr.raise_if_any(op, kBadRowptr, "node");
     bad_col.raise_if_any(op, kBadCol, "edge");
-    unsorted.raise_if_any(op, "temporal sampling needs each neighbourhood sorted by time, and one is not", "node",
-                          false);
+    unsorted.raise_if_any(op, node_time != nullptr ? kUnsortedNodeTime : kUnsortedEdgeTime, "node", false, false);
     std::partial_sum(offset.begin(), offset.end(), offset.begin());
 
     std::vector<int64_t> picks(offset[frontier]);
@@ -211,8 +222,7 @@ NeighborSample sample(const SampleProblem& p) {
         }
       }
     });
-    zero_weights.raise_if_any(op, "argument 'edge_weight' weighs a neighbourhood 0 in all, nothing to draw with "
-                              "replace=True", "node", false);
+    zero_weights.raise_if_any(op, kZeroWeights, "node", false, false);
 
     // Relabel in order: source ascending, picks in their order.
     for (int64_t f = 0; f < frontier; ++f) {

@@ -295,9 +295,10 @@ void check_graph_values(const char* op, const at::Tensor& rowptr, const at::Tens
 void raise_flags(const char* op, const at::Tensor& flags) {
   const at::Tensor host = flags.cpu();
   const int32_t* f = host.const_data_ptr<int32_t>();
-  TORCH_CHECK_INDEX(!f[kUnsorted], op, ": temporal sampling needs each neighbourhood sorted by time, and one is not");
-  TORCH_CHECK_INDEX(!f[kZeroWeights], op,
-                    ": argument 'edge_weight' weighs a neighbourhood 0 in all, nothing to draw with replace=True");
+  TORCH_CHECK(!f[kUnsorted], op, ": argument 'node_time' or 'edge_time': temporal sampling needs each ",
+              "neighbourhood sorted by time, and one is not");
+  TORCH_CHECK(!f[kZeroWeights], op,
+              ": argument 'edge_weight' weighs a neighbourhood 0 in all: nothing to draw with replace=True");
   TORCH_CHECK(!f[kRepeatedSeed], op, ": argument 'seed' holds a node twice; repeated seeds need disjoint=True");
   TORCH_CHECK(!f[kRepeatedNode], op, ": argument 'nodes' holds a node twice; the nodes must be distinct");
 }

@@ -73,6 +73,7 @@ C10_HOST_DEVICE inline int64_t window(int64_t& lo, int64_t& hi, int64_t count, b
 C10_HOST_DEVICE inline bool pick(int64_t* out, double* keys, int64_t lo, int64_t hi, int64_t k, int64_t count,
                                  bool replace, const double* weight, Stream& s) {
   const int64_t pop = hi - lo;
+  if (k == 0) return true;
   if (count < 0 || (!replace && k == pop)) {  // all of them, in order
     for (int64_t j = 0; j < k; ++j) out[j] = lo + j;
     return true;

@@ -74,7 +74,9 @@ class OpRow:
 
     name: str
     dtypes: tuple
-    #: positions of the outputs autograd differentiates; of the int64 arg outputs
+    #: positions of the outputs autograd differentiates (empty: an op without
+    #: gradients, e.g. the samplers, whose rows the gradient suites skip); of
+    #: the int64 arg outputs
     differentiable: tuple = (0,)
     args: tuple = ()
     gradgrad: bool = True
@@ -95,6 +97,11 @@ class OpRow:
     #: the position, among the functional schema's arguments, of the output
     #: size that is read off the index or indptr when None
     size_arg: ClassVar[Optional[int]] = None
+    #: whether the op runs on fake tensors (a Meta kernel): opcheck's
+    #: faketensor and AOT-dispatch checks need it; ops whose output sizes
+    #: depend on the values they compute and that have no Meta kernel (the
+    #: samplers') skip those checks
+    fake_tensors: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ callables
     @property

@@ -359,6 +359,8 @@ def _backward_work(row: OpRow):
 def test_op_backward_from_threads(row: OpRow, device: str, assert_same_result) -> None:
     """Each op's backward from 8 threads at once agrees with one-by-one calls,
     which agree with the closed-form gradient."""
+    if not row.differentiable:
+        pytest.skip(f"{row.name} has no gradients")
     inputs = [_backward_inputs(row, 8000 + t, device) for t in range(THREADS)]
     work = _backward_work(row)
     run_concurrently(device, inputs, work, _check_all(assert_same_result))

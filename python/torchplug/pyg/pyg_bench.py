@@ -95,10 +95,11 @@ class PygStepWorkload:
 
 
 def workloads(scale: Scale) -> tuple[PygStepWorkload, ...]:
-    """On a GPU: every layer at N=200K, E=2M, F=128; on a CPU: GCN, GIN and
-    the SAGE layers at a quarter of the scale's nodes, ten edges each, F=64."""
+    """On a GPU: every layer at N=200K, E=2M, F=128; on a CPU: every layer
+    but GraphConv at a quarter of the scale's nodes, ten edges each, F=64."""
     if scale.gpu:
         return tuple(PygStepWorkload(layer, 2_000_000, 128, 200_000) for layer in _layers())
     n = max(64, scale.n // 4)
     return tuple(PygStepWorkload(layer, 10 * n, 64, n) for layer in (
-        "GCNConv", "SAGEConv mean", "SAGEConv max", "SAGEConv mean-max-std", "GINConv"))
+        "GCNConv", "SAGEConv mean", "SAGEConv max", "SAGEConv mean-max-std", "GINConv", "GATConv", "GATv2Conv",
+        "TransformerConv"))
