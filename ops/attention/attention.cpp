@@ -16,6 +16,7 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/empty.h>
+#include <ATen/OpMathType.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/ops/leaky_relu.h>
@@ -24,6 +25,10 @@
 
 namespace torchplug {
 namespace attention_detail {
+const char* score_name(Score score) {
+  return score == Score::kGat ? "gat" : score == Score::kGatV2 ? "gatv2" : "dot";
+}
+
 namespace {
 
 const char* op_name() { return kEdgeAttention.name().c_str(); }
@@ -44,7 +49,7 @@ void check_features(Score score, const at::Tensor& rowptr, const at::Tensor& src
   const int64_t dims = score == Score::kGat ? 2 : 3;
   const char* shape = score == Score::kGat ? "[N, H]" : "[N, H, C]";
   TORCH_CHECK(src.dim() == dims, op, ": argument 'src' of shape ", src.sym_sizes(), " must be ", shape,
-              " for score \"", score == Score::kGat ? "gat" : score == Score::kGatV2 ? "gatv2" : "dot", "\"");
+              " for score \"", score_name(score), "\"");
   const auto M = rowptr.sym_size(0) - 1;
   TORCH_CHECK(dst.dim() == dims && dst.sym_size(0) == M && dst.sym_sizes().slice(1) == src.sym_sizes().slice(1), op,
               ": argument 'dst' of shape ", dst.sym_sizes(), " must be [M, ", src.sym_sizes().slice(1),
@@ -107,12 +112,10 @@ Args check_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tenso
 
 namespace {
 
-// src[col] [nnz, ...]: gather_coo (index_select of [5.5M, 8] rows took 3.3
-// ms on an H100, 62% of a GAT step), or for the double-backward recompute
-// the gather by the transpose's columns put back in CSR order, whose
-// backward is a segment sum and a gather, not index_select's atomics.
-at::Tensor gather_columns(const Args& a, const at::Tensor& src, bool differentiable) {
-  if (!differentiable) return gather_coo(src, a.col);
+// src[col] [nnz, ...] for the double-backward recompute: the gather by the
+// transpose's columns put back in CSR order, whose backward is a segment sum
+// and a gather, not index_select's atomics.
+at::Tensor gather_columns(const Args& a, const at::Tensor& src) {
   at::Tensor colptr, row, perm;
   if (a.colptr) {
     colptr = *a.colptr, perm = *a.perm;
@@ -125,17 +128,13 @@ at::Tensor gather_columns(const Args& a, const at::Tensor& src, bool differentia
 
 }  // namespace
 
-at::Tensor scores(const Args& a, bool differentiable, at::Tensor* pre) {
+at::Tensor differentiable_scores(const Args& a) {
   const auto nnz = a.col.sym_size(0);
   switch (a.score) {
-    case Score::kGat: {
-      at::Tensor before = gather_columns(a, a.src, differentiable) + gather_csr(a.dst, a.rowptr, nnz);
-      if (pre != nullptr) *pre = before;
-      return at::leaky_relu(before, a.negative_slope);
-    }
+    case Score::kGat:
+      return at::leaky_relu(gather_columns(a, a.src) + gather_csr(a.dst, a.rowptr, nnz), a.negative_slope);
     case Score::kGatV2: {
-      if (!differentiable) return gatv2_scores(a);
-      const at::Tensor z = gather_columns(a, a.src, true) + gather_csr(a.dst, a.rowptr, nnz);  // [nnz, H, C]
+      const at::Tensor z = gather_columns(a, a.src) + gather_csr(a.dst, a.rowptr, nnz);  // [nnz, H, C]
       return (at::leaky_relu(z, a.negative_slope) * *a.att).sum(-1);
     }
     case Score::kDot: {
@@ -147,7 +146,7 @@ at::Tensor scores(const Args& a, bool differentiable, at::Tensor* pre) {
 }
 
 at::Tensor forward(const Args& a, const std::optional<at::Generator>& generator) {
-  const at::Tensor alpha = softmax_csr(scores(a, /*differentiable=*/false), a.rowptr);
+  const at::Tensor alpha = fused_softmax(a);
   if (a.dropout == 0) return alpha;
   // Drawn in float32 whatever the dtype: one generator state, one mask.
   const at::Tensor keep = at::empty(alpha.sizes(), alpha.options().dtype(at::kFloat))
@@ -170,11 +169,18 @@ at::Tensor call_edge_attention(const at::Tensor& rowptr, const at::Tensor& col, 
 
 // ---- the ops it is built from ------------------------------------------------------
 
-at::Tensor gatv2_scores(const Args& a) {
+at::Tensor fused_softmax(const Args& a) {
   static const auto op =
       core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, double)>(kGatv2Scores);
-  return op.call(a.rowptr, a.col, a.src, a.dst, *a.att, a.negative_slope);
+                               c10::string_view, const OptTensor&, double, double)>(kSoftmax);
+  return op.call(a.rowptr, a.col, a.src, a.dst, score_name(a.score), a.att, a.negative_slope, a.scale);
+}
+
+at::Tensor score_grad(const at::Tensor& grad, const Args& a) {
+  static const auto op =
+      core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, c10::string_view, const OptTensor&, double, double)>(kScoreGrad);
+  return op.call(grad, a.rowptr, a.col, a.src, a.dst, score_name(a.score), a.att, a.negative_slope, a.scale);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> gatv2_backward(const at::Tensor& grad, const Args& a,
@@ -246,11 +252,20 @@ at::Tensor edge_attention_meta(const at::Tensor& rowptr, const at::Tensor& col, 
   return at::empty_symint({col.sym_size(0), src.sym_size(1)}, src.options());
 }
 
-at::Tensor gatv2_scores_meta(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
-                             const at::Tensor& dst, const at::Tensor& att, double negative_slope) {
-  check_args(rowptr, col, src, dst, "gatv2", att, negative_slope, 1, 0, std::nullopt, std::nullopt, std::nullopt,
+at::Tensor softmax_meta(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src, const at::Tensor& dst,
+                        c10::string_view score, const OptTensor& att, double negative_slope, double scale) {
+  check_args(rowptr, col, src, dst, score, att, negative_slope, scale, 0, std::nullopt, std::nullopt, std::nullopt,
              /*values=*/false);
   return at::empty_symint({col.sym_size(0), src.sym_size(1)}, src.options());
+}
+
+at::Tensor score_grad_meta(const at::Tensor& /*grad*/, const at::Tensor& rowptr, const at::Tensor& col,
+                           const at::Tensor& src, const at::Tensor& dst, c10::string_view score, const OptTensor& att,
+                           double negative_slope, double scale) {
+  check_args(rowptr, col, src, dst, score, att, negative_slope, scale, 0, std::nullopt, std::nullopt, std::nullopt,
+             /*values=*/false);
+  return at::empty_symint({col.sym_size(0), src.sym_size(1)},
+                          src.options().dtype(at::toOpMathType(src.scalar_type())));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> gatv2_backward_meta(
@@ -283,13 +298,15 @@ at::Tensor edge_attention(const at::Tensor& rowptr, const at::Tensor& col, const
 TORCHPLUG_LIBRARY(torchplug, m) {
   using namespace torchplug::attention_detail;
   m.define(kEdgeAttention);
-  m.define(kGatv2Scores);
+  m.define(kSoftmax);
+  m.define(kScoreGrad);
   m.define(kGatv2Backward);
 }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
   using namespace torchplug::attention_detail;
   m.impl(kEdgeAttention, &edge_attention_meta);
-  m.impl(kGatv2Scores, &gatv2_scores_meta);
+  m.impl(kSoftmax, &softmax_meta);
+  m.impl(kScoreGrad, &score_grad_meta);
   m.impl(kGatv2Backward, &gatv2_backward_meta);
 }

@@ -1,11 +1,12 @@
 // Autograd of edge_attention. The forward is the op itself (its device or
-// Meta kernel, below autograd); backward recomputes the softmax alpha from
-// the saved inputs (E x H values, a small part of a layer's step) and reads
-// dropout's mask off the output (an edge kept has a nonzero weight wherever
-// alpha is nonzero, and where alpha is 0 the mask takes no part). With g the
-// output's gradient, masked and scaled:
-//   score's gradient  gs = alpha * (g - S[row]),  S = segment_sum_csr(alpha * g)
-//   gat    gp = gs * act'(pre); dst: segment_sum_csr(gp) over the rows; src:
+// Meta kernel, below autograd); backward reads dropout's mask off the output
+// (an edge kept has a nonzero weight wherever alpha is nonzero, and where
+// alpha is 0 the mask takes no part). With g the output's gradient, masked
+// and scaled, one fused kernel (edge_attention_score_grad) recomputes the
+// softmax alpha from the saved inputs per row and gives the score's gradient
+//   gs = alpha * (g - S[row]),  S = the row's sum of alpha * g
+// (gat: gp = gs * act'(pre), the gradient before the activation); then
+//   gat    dst: segment_sum_csr(gp) over the rows; src:
 //          the same over the transpose's columns (gp in the transpose's order)
 //   gatv2  gz = gs * att * act'(z) per feature, summed as gat's gp; att:
 //          the sum over the edges of gs * act(z); one fused kernel
@@ -46,7 +47,7 @@ variable_list recomputed_gradients(const Args& a, const at::Tensor& g, Wanted wa
   if (wanted.src) inputs.push_back(a.src);
   if (wanted.dst) inputs.push_back(a.dst);
   if (wanted.att) inputs.push_back(*a.att);
-  const at::Tensor alpha = softmax_csr(scores(a, /*differentiable=*/true), a.rowptr);
+  const at::Tensor alpha = softmax_csr(differentiable_scores(a), a.rowptr);
   const auto grads = torch::autograd::grad({alpha}, inputs, {g}, /*retain_graph=*/true, /*create_graph=*/true,
                                            /*allow_unused=*/true);
   variable_list out(3);
@@ -57,15 +58,12 @@ variable_list recomputed_gradients(const Args& a, const at::Tensor& g, Wanted wa
   return out;
 }
 
-// The gradients from the recomputed softmax, in the math type.
-variable_list fused_gradients(const Args& a, const at::Tensor& g_, Wanted wanted) {
+// The gradients through the fused kernels: the scores' gradient (gat: the
+// value's before the activation) in one pass per row, then to both ends.
+variable_list fused_gradients(const Args& a, const at::Tensor& g, Wanted wanted) {
   const auto dtype = a.src.scalar_type();
   const auto math = at::toOpMathType(dtype);
-  at::Tensor pre;
-  const at::Tensor alpha = softmax_csr(scores(a, /*differentiable=*/false, &pre), a.rowptr).to(math);
-  const at::Tensor g = g_.to(math);
-  const auto nnz = a.col.sym_size(0);
-  const at::Tensor gs = alpha * (g - gather_csr(segment_sum_csr(alpha * g, a.rowptr), a.rowptr, nnz));
+  const at::Tensor gs = score_grad(g, a);
   at::Tensor colptr, row, perm;
   if (wanted.src) {
     if (a.colptr) {
@@ -83,7 +81,7 @@ variable_list fused_gradients(const Args& a, const at::Tensor& g_, Wanted wanted
   };
   switch (a.score) {
     case Score::kGat:
-      to_ends(at::where(pre > 0, gs, gs * a.negative_slope));
+      to_ends(gs);
       break;
     case Score::kGatV2: {
       auto [src, dst, att] =

@@ -1,17 +1,18 @@
-// The attention plugin on the CPU: gatv2's fused kernels, and the
-// registration of every entry point (attention_entries.h). Rows (the backward
-// also columns, over the transpose) in parallel; each output row is summed in
-// its edges' order in the math type, so results do not depend on the thread
-// count. The activation z = src[c] + dst[r] of an edge is recomputed where it
-// is needed, never stored.
+// The attention plugin on the CPU: the fused kernels, and the registration of
+// every entry point (attention_entries.h). Rows (gatv2's backward also
+// columns, over the transpose) in parallel; each output row is summed in its
+// edges' order, so results do not depend on the thread count. Scores and
+// gatv2's activations are recomputed where they are needed, never stored.
 
 #include "attention_entries.h"
+#include "attention_softmax.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 namespace torchplug::attention_detail {
@@ -20,35 +21,64 @@ namespace {
 // Rows of about this many E x H x C terms per parallel task.
 constexpr int64_t kTermsPerTask = int64_t{1} << 15;
 
-int64_t grain(const Gatv2Problem& p, int64_t rows) {
+int64_t grain(const EdgeProblem& p, int64_t rows) {
   const int64_t nnz = p.col.size(0);
   const int64_t per_row = std::max<int64_t>(1, nnz / std::max<int64_t>(rows, 1)) * p.H * p.C;
   return std::max<int64_t>(1, kTermsPerTask / per_row);
 }
 
 template <typename scalar_t>
-void scores_rows(const Gatv2Problem& p, const at::Tensor& out_) {
-  using acc_t = at::opmath_type<scalar_t>;
+EdgeScore<scalar_t> edge_score(const EdgeProblem& p) {
+  using T = at::opmath_type<scalar_t>;
+  return {p.kind,
+          p.src.const_data_ptr<scalar_t>(),
+          p.dst.const_data_ptr<scalar_t>(),
+          p.att.defined() ? p.att.const_data_ptr<scalar_t>() : nullptr,
+          p.H,
+          p.C,
+          static_cast<T>(p.negative_slope),
+          static_cast<T>(p.scale)};
+}
+
+// Each row and head: the scores' softmax (weights, into out), or with
+// kGrad the scores' gradient from the weights' gradient `grad`:
+//   gs[k] = alpha[k] * (grad[k] - sum over the row of alpha * grad)
+// (gat: times the activation's slope at its value before it). The states
+// are double whatever the dtype, as softmax_csr's on the CPU.
+template <typename scalar_t, bool kGrad>
+void softmax_rows(const EdgeProblem& p, const at::Tensor& grad_, const at::Tensor& out_) {
+  using T = at::opmath_type<scalar_t>;
+  using out_t = std::conditional_t<kGrad, T, scalar_t>;
   const int64_t* rowptr = p.rowptr.const_data_ptr<int64_t>();
   const int64_t* col = p.col.const_data_ptr<int64_t>();
-  const scalar_t* src = p.src.const_data_ptr<scalar_t>();
-  const scalar_t* dst = p.dst.const_data_ptr<scalar_t>();
-  const scalar_t* att = p.att.const_data_ptr<scalar_t>();
-  scalar_t* out = out_.mutable_data_ptr<scalar_t>();
-  const int64_t H = p.H, C = p.C, F = H * C;
-  const acc_t slope = static_cast<acc_t>(p.negative_slope);
+  const scalar_t* grad = kGrad ? grad_.const_data_ptr<scalar_t>() : nullptr;
+  out_t* out = out_.mutable_data_ptr<out_t>();
+  const EdgeScore<scalar_t> score = edge_score<scalar_t>(p);
+  const int64_t H = p.H;
   at::parallel_for(0, p.M, grain(p, p.M), [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
-      const scalar_t* d = dst + r * F;
-      for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
-        const scalar_t* s = src + col[k] * F;
-        for (int64_t h = 0; h < H; ++h) {
-          acc_t score = 0;
-          for (int64_t i = h * C; i < (h + 1) * C; ++i) {
-            const acc_t z = static_cast<acc_t>(s[i]) + static_cast<acc_t>(d[i]);
-            score += static_cast<acc_t>(att[i]) * (z > 0 ? z : z * slope);
+      for (int64_t h = 0; h < H; ++h) {
+        core::MaxExpSum<double> state = core::max_exp_sum_init<double>();
+        for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
+          core::max_exp_sum_update(state, static_cast<double>(score(col[k], r, h)));
+        }
+        const core::MaxExpSum<double> n = normaliser(state);
+        if constexpr (!kGrad) {
+          for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
+            out[k * H + h] = static_cast<out_t>(weight(n, static_cast<double>(score(col[k], r, h))));
           }
-          out[k * H + h] = static_cast<scalar_t>(score);
+        } else {
+          double sum = 0;
+          for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
+            sum += weight(n, static_cast<double>(score(col[k], r, h))) * static_cast<double>(grad[k * H + h]);
+          }
+          for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
+            T pre = 0;
+            const double alpha = weight(n, static_cast<double>(score(col[k], r, h, &pre)));
+            double gs = alpha * (static_cast<double>(grad[k * H + h]) - sum);
+            if (p.kind == Score::kGat && !(pre > 0)) gs *= p.negative_slope;
+            out[k * H + h] = static_cast<out_t>(gs);
+          }
         }
       }
     }
@@ -72,7 +102,7 @@ inline void add_edge(acc_t* into, acc_t* att_into, const scalar_t* s, const scal
 }
 
 template <typename scalar_t>
-void backward_rows(const Gatv2Problem& p, const at::Tensor& grad_, const at::Tensor& colptr_,
+void backward_rows(const EdgeProblem& p, const at::Tensor& grad_, const at::Tensor& colptr_,
                    const at::Tensor& row_, const at::Tensor& perm_, const at::Tensor& grad_src,
                    const at::Tensor& grad_dst, const at::Tensor& partials) {
   using acc_t = at::opmath_type<scalar_t>;
@@ -131,12 +161,18 @@ void backward_rows(const Gatv2Problem& p, const at::Tensor& grad_, const at::Ten
 struct CpuKernels {
   static void check(const char* op, const char* arg, const at::Tensor& t) { core::check_cpu(op, arg, t); }
 
-  static void gatv2_scores(const Gatv2Problem& p, const at::Tensor& out) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(),
-                                    "torchplug::edge_attention_gatv2_scores", [&] { scores_rows<scalar_t>(p, out); });
+  static void softmax(const EdgeProblem& p, const at::Tensor& out) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::edge_attention_softmax",
+                                    [&] { softmax_rows<scalar_t, false>(p, at::Tensor(), out); });
   }
 
-  static void gatv2_backward(const Gatv2Problem& p, const at::Tensor& grad, const at::Tensor& colptr,
+  static void score_grad(const EdgeProblem& p, const at::Tensor& grad, const at::Tensor& out) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(),
+                                    "torchplug::edge_attention_score_grad",
+                                    [&] { softmax_rows<scalar_t, true>(p, grad, out); });
+  }
+
+  static void gatv2_backward(const EdgeProblem& p, const at::Tensor& grad, const at::Tensor& colptr,
                              const at::Tensor& row, const at::Tensor& perm, const at::Tensor& grad_src,
                              const at::Tensor& grad_dst, const at::Tensor& partials) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(),

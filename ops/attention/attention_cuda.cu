@@ -1,15 +1,17 @@
-// The attention plugin on CUDA: gatv2's fused kernels, and the registration
-// of every entry point (attention_entries.h; edge_attention's forward runs
-// the other fused ops' CUDA kernels). One warp per row (per column of the
-// transpose for src's gradient); each output value is summed by one lane in
-// its edges' order, so results are deterministic. The activation
-// z = src[c] + dst[r] is recomputed where needed, never stored.
+// The attention plugin on CUDA: the fused kernels, and the registration of
+// every entry point (attention_entries.h). One warp per row (per column of
+// the transpose for gatv2's src gradient); sums are in a fixed order (a
+// lane's edges, then a butterfly), so results are deterministic. Scores and
+// gatv2's activations are recomputed where needed, never stored.
 
 #include "attention_entries.h"
+#include "attention_softmax.h"
 #include "torchplug/core/launch.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+
+#include <type_traits>
 
 namespace torchplug::attention_detail {
 namespace {
@@ -31,26 +33,59 @@ __device__ __forceinline__ acc_t act(acc_t z, acc_t slope) {
   return z > 0 ? z : z * slope;
 }
 
-// Lanes over the row's (edge, head) pairs, a loop over C each.
-template <typename scalar_t>
-__global__ void gatv2_scores_kernel(int64_t M, const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
-                                    const scalar_t* __restrict__ src, const scalar_t* __restrict__ dst,
-                                    const scalar_t* __restrict__ att, double negative_slope, int64_t H, int64_t C,
-                                    scalar_t* __restrict__ out) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const acc_t slope = static_cast<acc_t>(negative_slope);
+// The whole warp's state, merged by a butterfly and then lane 0's taken by
+// all: every lane writes its edges with the same normaliser.
+template <typename T>
+__device__ __forceinline__ core::MaxExpSum<T> warp_merged(core::MaxExpSum<T> s) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const core::MaxExpSum<T> other{__shfl_xor_sync(0xffffffffu, s.max, offset),
+                                   __shfl_xor_sync(0xffffffffu, s.sum, offset)};
+    core::max_exp_sum_merge(s, other);
+  }
+  return {__shfl_sync(0xffffffffu, s.max, 0), __shfl_sync(0xffffffffu, s.sum, 0)};
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+// A warp per row, a head at a time, lanes over the row's edges: the scores'
+// softmax (weights), or with kGrad the scores' gradient from the weights'
+// (attention_softmax.h; attention_cpu.cpp's softmax_rows is the same program).
+template <typename scalar_t, bool kGrad>
+__global__ void softmax_rows_kernel(int64_t M, const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
+                                    EdgeScore<scalar_t> score, const scalar_t* __restrict__ grad,
+                                    std::conditional_t<kGrad, at::opmath_type<scalar_t>, scalar_t>* __restrict__ out) {
+  using T = at::opmath_type<scalar_t>;
+  using out_t = std::conditional_t<kGrad, T, scalar_t>;
+  const int64_t H = score.H;
   const WarpOf w = warp_of();
   for (int64_t r = w.warp; r < M; r += w.warps) {
-    const scalar_t* d = dst + r * H * C;
-    for (int64_t item = rowptr[r] * H + w.lane; item < rowptr[r + 1] * H; item += kWarp) {
-      const int64_t k = item / H, h = item % H;
-      const scalar_t* s = src + col[k] * H * C + h * C;
-      acc_t score = 0;
-      for (int64_t i = 0; i < C; ++i) {
-        const acc_t z = static_cast<acc_t>(s[i]) + static_cast<acc_t>(d[h * C + i]);
-        score += static_cast<acc_t>(att[h * C + i]) * act(z, slope);
+    const int64_t begin = rowptr[r], end = rowptr[r + 1];
+    for (int64_t h = 0; h < H; ++h) {
+      core::MaxExpSum<T> state = core::max_exp_sum_init<T>();
+      for (int64_t k = begin + w.lane; k < end; k += kWarp) core::max_exp_sum_update(state, score(col[k], r, h));
+      const core::MaxExpSum<T> n = normaliser(warp_merged(state));
+      if constexpr (!kGrad) {
+        for (int64_t k = begin + w.lane; k < end; k += kWarp) {
+          out[k * H + h] = static_cast<out_t>(weight(n, score(col[k], r, h)));
+        }
+      } else {
+        T partial = 0;
+        for (int64_t k = begin + w.lane; k < end; k += kWarp) {
+          partial += weight(n, score(col[k], r, h)) * static_cast<T>(grad[k * H + h]);
+        }
+        const T sum = warp_sum(partial);
+        for (int64_t k = begin + w.lane; k < end; k += kWarp) {
+          T pre = 0;
+          const T alpha = weight(n, score(col[k], r, h, &pre));
+          T gs = alpha * (static_cast<T>(grad[k * H + h]) - sum);
+          if (score.kind == Score::kGat && !(pre > T(0))) gs *= score.slope;
+          out[k * H + h] = gs;
+        }
       }
-      out[item] = static_cast<scalar_t>(score);
     }
   }
 }
@@ -125,20 +160,36 @@ T* data_or_null(const at::Tensor& t) {
 struct CudaKernels {
   static void check(const char* op, const char* arg, const at::Tensor& t) { core::check_cuda(op, arg, t); }
 
-  static void gatv2_scores(const Gatv2Problem& p, const at::Tensor& out) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(),
-                                    "torchplug::edge_attention_gatv2_scores", [&] {
-                                      core::launch(gatv2_scores_kernel<scalar_t>, p.M * kWarp, p.M,
+  template <bool kGrad>
+  static void rows(const EdgeProblem& p, const at::Tensor& grad, const at::Tensor& out) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::edge_attention_softmax",
+                                    [&] {
+                                      using T = at::opmath_type<scalar_t>;
+                                      using out_t = std::conditional_t<kGrad, T, scalar_t>;
+                                      const EdgeScore<scalar_t> score{
+                                          p.kind,
+                                          p.src.const_data_ptr<scalar_t>(),
+                                          p.dst.const_data_ptr<scalar_t>(),
+                                          p.att.defined() ? p.att.const_data_ptr<scalar_t>() : nullptr,
+                                          p.H,
+                                          p.C,
+                                          static_cast<T>(p.negative_slope),
+                                          static_cast<T>(p.scale)};
+                                      core::launch(softmax_rows_kernel<scalar_t, kGrad>, p.M * kWarp, p.M,
                                                    p.rowptr.const_data_ptr<int64_t>(),
-                                                   p.col.const_data_ptr<int64_t>(),
-                                                   p.src.const_data_ptr<scalar_t>(),
-                                                   p.dst.const_data_ptr<scalar_t>(),
-                                                   p.att.const_data_ptr<scalar_t>(), p.negative_slope, p.H, p.C,
-                                                   out.mutable_data_ptr<scalar_t>());
+                                                   p.col.const_data_ptr<int64_t>(), score,
+                                                   kGrad ? grad.const_data_ptr<scalar_t>() : nullptr,
+                                                   out.mutable_data_ptr<out_t>());
                                     });
   }
 
-  static void gatv2_backward(const Gatv2Problem& p, const at::Tensor& grad, const at::Tensor& colptr,
+  static void softmax(const EdgeProblem& p, const at::Tensor& out) { rows<false>(p, at::Tensor(), out); }
+
+  static void score_grad(const EdgeProblem& p, const at::Tensor& grad, const at::Tensor& out) {
+    rows<true>(p, grad, out);
+  }
+
+  static void gatv2_backward(const EdgeProblem& p, const at::Tensor& grad, const at::Tensor& colptr,
                              const at::Tensor& row, const at::Tensor& perm, const at::Tensor& grad_src,
                              const at::Tensor& grad_dst, const at::Tensor& partials) {
     AT_DISPATCH_FLOATING_TYPES_AND2(

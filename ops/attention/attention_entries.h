@@ -3,8 +3,9 @@
 // The attention plugin's entry points for one device, written once:
 // attention_cpu.cpp and attention_cuda.cu register them with a struct of
 //   check(op, arg, t)                                  the device check
-//   gatv2_scores(Gatv2Problem, out)                    out [nnz, H]
-//   gatv2_backward(Gatv2Problem, grad, colptr, row, perm, grad_src, grad_dst, att_partials)
+//   softmax(EdgeProblem, out)                          out [nnz, H], src's dtype
+//   score_grad(EdgeProblem, grad, out)                 out [nnz, H], the math type
+//   gatv2_backward(EdgeProblem, grad, colptr, row, perm, grad_src, grad_dst, att_partials)
 // where each gradient output may be undefined (not wanted); att_partials
 // [ceil(M / kGatv2RowsPerPartial), H * C] in the math type receives each
 // block of rows' sum of the att gradient. The device guard is taken before
@@ -22,17 +23,26 @@
 
 namespace torchplug::attention_detail {
 
-inline Gatv2Problem plan_gatv2(const Args& a) {
+inline EdgeProblem plan(const Args& a) {
   return {a.rowptr,
           a.col,
           a.src.contiguous(),
           a.dst.contiguous(),
-          a.att->contiguous(),
+          a.att ? a.att->contiguous() : at::Tensor(),
+          a.score,
           a.negative_slope,
+          a.scale,
           a.rowptr.size(0) - 1,
           a.src.size(0),
           a.src.size(1),
-          a.src.size(2)};
+          a.src.dim() == 3 ? a.src.size(2) : 1};
+}
+
+// A gradient of [nnz, H] scores or weights, of `dtype`.
+inline void check_scores_grad(const char* op, const at::Tensor& grad, at::ScalarType dtype, int64_t nnz, int64_t H) {
+  core::check_dtype(op, "grad", grad, dtype);
+  TORCH_CHECK(grad.dim() == 2 && grad.size(0) == nnz && grad.size(1) == H, op, ": argument 'grad' of shape ",
+              grad.sizes(), " must be [nnz, H] = [", nnz, ", ", H, "]");
 }
 
 template <typename Kernels>
@@ -49,14 +59,30 @@ struct AttentionEntries {
     return forward(a, generator);
   }
 
-  static at::Tensor gatv2_scores(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
-                                 const at::Tensor& dst, const at::Tensor& att, double negative_slope) {
-    Kernels::check(kGatv2Scores.name().c_str(), "src", src);
+  static at::Tensor softmax(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& src,
+                            const at::Tensor& dst, c10::string_view score, const OptTensor& att,
+                            double negative_slope, double scale) {
+    Kernels::check(kSoftmax.name().c_str(), "src", src);
     const c10::DeviceGuard guard(src.device());
-    const Gatv2Problem p = plan_gatv2(check_args(rowptr, col, src, dst, "gatv2", att, negative_slope, 1, 0,
-                                                 std::nullopt, std::nullopt, std::nullopt, /*values=*/true));
+    const EdgeProblem p = plan(check_args(rowptr, col, src, dst, score, att, negative_slope, scale, 0, std::nullopt,
+                                          std::nullopt, std::nullopt, /*values=*/true));
     at::Tensor out = at::empty({col.size(0), p.H}, src.options());
-    Kernels::gatv2_scores(p, out);
+    Kernels::softmax(p, out);
+    return out;
+  }
+
+  static at::Tensor score_grad(const at::Tensor& grad, const at::Tensor& rowptr, const at::Tensor& col,
+                               const at::Tensor& src, const at::Tensor& dst, c10::string_view score,
+                               const OptTensor& att, double negative_slope, double scale) {
+    const char* op = kScoreGrad.name().c_str();
+    Kernels::check(op, "src", src);
+    core::check_same_device(op, {TORCHPLUG_ARG(grad), TORCHPLUG_ARG(src)});
+    const c10::DeviceGuard guard(src.device());
+    const EdgeProblem p = plan(check_args(rowptr, col, src, dst, score, att, negative_slope, scale, 0, std::nullopt,
+                                          std::nullopt, std::nullopt, /*values=*/true));
+    check_scores_grad(op, grad, src.scalar_type(), col.size(0), p.H);
+    at::Tensor out = at::empty({col.size(0), p.H}, src.options().dtype(at::toOpMathType(src.scalar_type())));
+    Kernels::score_grad(p, grad.contiguous(), out);
     return out;
   }
 
@@ -68,12 +94,10 @@ struct AttentionEntries {
     Kernels::check(op, "src", src);
     core::check_same_device(op, {TORCHPLUG_ARG(grad), TORCHPLUG_ARG(src)});
     const c10::DeviceGuard guard(src.device());
-    const Gatv2Problem p = plan_gatv2(check_args(rowptr, col, src, dst, "gatv2", att, negative_slope, 1, 0, colptr,
-                                                 row, perm, /*values=*/true));
+    const EdgeProblem p = plan(check_args(rowptr, col, src, dst, "gatv2", att, negative_slope, 1, 0, colptr, row, perm,
+                                          /*values=*/true));
     const auto math = at::toOpMathType(src.scalar_type());
-    core::check_dtype(op, "grad", grad, math);
-    TORCH_CHECK(grad.dim() == 2 && grad.size(0) == col.size(0) && grad.size(1) == p.H, op,
-                ": argument 'grad' of shape ", grad.sizes(), " must be [nnz, H] = [", col.size(0), ", ", p.H, "]");
+    check_scores_grad(op, grad, math, col.size(0), p.H);
     const auto [want_src, want_dst, want_att] = output_mask;
     TORCH_CHECK(!want_src || colptr.has_value(), op, ": src's gradient needs the transpose (colptr, row, perm)");
     at::Tensor grad_src = want_src ? at::empty_like(p.src) : at::Tensor();
@@ -92,7 +116,8 @@ struct AttentionEntries {
 
   static void register_all(core::Library& m) {
     m.impl(kEdgeAttention, &edge_attention);
-    m.impl(kGatv2Scores, &gatv2_scores);
+    m.impl(kSoftmax, &softmax);
+    m.impl(kScoreGrad, &score_grad);
     m.impl(kGatv2Backward, &gatv2_backward);
   }
 };

@@ -21,6 +21,9 @@ using OptTensor = std::optional<at::Tensor>;
 
 enum class Score { kGat, kGatV2, kDot };
 
+// The score's name in the schema: "gat", "gatv2" or "dot".
+const char* score_name(Score score);
+
 // The op's arguments, checked; `score` parsed.
 struct Args {
   at::Tensor rowptr, col, src, dst;
@@ -36,26 +39,29 @@ Args check_args(const at::Tensor& rowptr, const at::Tensor& col, const at::Tenso
                 c10::string_view score, const OptTensor& att, double negative_slope, double scale, double dropout,
                 const OptTensor& colptr, const OptTensor& row, const OptTensor& perm, bool values);
 
-// The scores [nnz, H] before the softmax. `differentiable`: for autograd to
-// record (the double-backward recompute), from gathers whose backward is a
-// segment sum (no atomics); else the cheapest gathers. `pre` receives gat's
-// scores before the activation (its backward's sign).
-at::Tensor scores(const Args& a, bool differentiable, at::Tensor* pre = nullptr);
+// The scores [nnz, H] before the softmax, from differentiable ops for autograd
+// to record (the double-backward recompute): gathers whose backward is a
+// segment sum (no atomics).
+at::Tensor differentiable_scores(const Args& a);
 
-// gatv2's fused kernels' inputs (attention_entries.h, the device files):
-// src [N, H, C], dst [M, H, C] and att [H, C], contiguous.
-struct Gatv2Problem {
+// The fused kernels' inputs (attention_entries.h, the device files): src,
+// dst (and gatv2's att) contiguous; C is 1 for gat.
+struct EdgeProblem {
   at::Tensor rowptr, col, src, dst, att;
-  double negative_slope;
+  Score kind;
+  double negative_slope, scale;
   int64_t M, N, H, C;
 };
 
-// The backward's att gradient is summed over fixed blocks of this many rows
+// gatv2's backward sums att's gradient over fixed blocks of this many rows
 // first, then over the blocks: the same order on every device and thread count.
 constexpr int64_t kGatv2RowsPerPartial = 32;
 
-// gatv2's scores, and its src, dst, att gradients (`wanted`), through the dispatcher.
-at::Tensor gatv2_scores(const Args& a);
+// The fused kernels through the dispatcher: the weights before dropout, the
+// scores' gradient from the weights' (math type), gatv2's src, dst, att
+// gradients (`wanted`) from the scores'.
+at::Tensor fused_softmax(const Args& a);
+at::Tensor score_grad(const at::Tensor& grad, const Args& a);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> gatv2_backward(const at::Tensor& grad, const Args& a,
                                                               const OptTensor& colptr, const OptTensor& row,
                                                               const OptTensor& perm, std::array<bool, 3> wanted);

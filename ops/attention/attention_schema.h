@@ -24,16 +24,23 @@ inline const core::OpDef kEdgeAttention{
     "Attention weights [nnz, H] of a CSR's edges: a score per edge and head, softmax over each row's edges, "
     "optional dropout."};
 
-// gatv2's fused device kernels, which edge_attention's forward and backward
-// call: the scores [nnz, H] before the softmax, and from their gradient
-// `grad` ([nnz, H], in the math type) the gradients of src, dst and att
-// (those output_mask asks for; undefined otherwise; src's needs the
-// transpose). Neither builds the
-// E x H x C activations.
-inline const core::OpDef kGatv2Scores{
-    "torchplug::edge_attention_gatv2_scores(Tensor rowptr, Tensor col, Tensor src, Tensor dst, Tensor att, "
-    "float negative_slope) -> Tensor",
-    kDtypes, "gatv2 scores [nnz, H] of a CSR's edges, before the softmax (edge_attention's forward)."};
+// The fused device kernels edge_attention's forward and backward call. Per
+// row and head, from the inputs alone: edge_attention_softmax, the weights
+// [nnz, H] (no dropout); edge_attention_score_grad, from the weights'
+// gradient `grad` ([nnz, H], src's dtype) the scores' gradient in the math
+// type (gat: the gradient of the value before the activation). And gatv2's
+// ends: from that gradient, the gradients of src, dst and att (those
+// output_mask asks for; undefined otherwise; src's needs the transpose).
+// None builds E x H x C values.
+inline const core::OpDef kSoftmax{
+    "torchplug::edge_attention_softmax(Tensor rowptr, Tensor col, Tensor src, Tensor dst, str score, Tensor? att, "
+    "float negative_slope, float scale) -> Tensor",
+    kDtypes, "edge_attention's weights [nnz, H] before dropout, scores and softmax in one pass per row."};
+
+inline const core::OpDef kScoreGrad{
+    "torchplug::edge_attention_score_grad(Tensor grad, Tensor rowptr, Tensor col, Tensor src, Tensor dst, "
+    "str score, Tensor? att, float negative_slope, float scale) -> Tensor",
+    kDtypes, "The gradient [nnz, H] of edge_attention's scores from its weights' (edge_attention's backward)."};
 
 inline const core::OpDef kGatv2Backward{
     "torchplug::edge_attention_gatv2_backward(Tensor grad, Tensor rowptr, Tensor col, Tensor src, Tensor dst, "

@@ -15,7 +15,8 @@ import torch
 from torch import Tensor
 
 import torchplug
-from attention_reference import SCORES, edge_attention_reference, layer_reference
+from attention_reference import (SCORES, edge_attention_reference, layer_reference, row_softmax_reference,
+                                 scores_reference)
 from op_table import TOLERANCE
 
 WIDTHS = (1, 3, 8, 64, 200)
@@ -448,35 +449,50 @@ def test_opcheck(requires_grad: bool, device: str) -> None:
         torch.library.opcheck(op, (rowptr, col, src, dst, score, att, 0.2, scale, 0.0, None, None, None, None))
 
 
-def test_gatv2_kernels_opcheck_and_match_the_reference(device: str) -> None:
-    """gatv2's fused kernels directly: opcheck (their Meta kernels), the
-    scores against the reference's, and the backward against autograd of
-    the reference's scores, each output alone and all three."""
+@pytest.mark.parametrize("score", SCORES)
+def test_fused_kernels_opcheck_and_match_the_reference(score: str, device: str) -> None:
+    """The fused kernels directly, with opcheck (their Meta kernels):
+    edge_attention_softmax against the reference's weights,
+    edge_attention_score_grad against autograd of the reference's softmax
+    (gat: through the value before the activation), and gatv2's ends against
+    autograd of its scores, each output alone and all three."""
     g = torch.Generator().manual_seed(19)
     rowptr, col = graph(g, 30)
     M = rowptr.numel() - 1
-    src, dst, att, _ = features("gatv2", 30, M, 3, 5, torch.float64, g)
-    z = src[col] + dst.repeat_interleave(rowptr.diff(), dim=0)
-    leaves_ = leaves("cpu", src, dst, att)
-    want_scores = (torch.nn.functional.leaky_relu(leaves_[0][col] + leaves_[1].repeat_interleave(
-        rowptr.diff(), dim=0), 0.2) * leaves_[2]).sum(-1)
-    grad = torch.randn(col.numel(), 3, generator=g, dtype=torch.float64)
-    want_grads = torch.autograd.grad(want_scores, leaves_, grad)
-    colptr, row, perm = torchplug.spmm_transpose(rowptr, col, 30)
+    src, dst, att, scale = features(score, 30, M, 3, 5, torch.float64, g)
     ops = torch.ops.torchplug
-    args = to(device, rowptr, col, src, dst, att)
-    scores = ops.edge_attention_gatv2_scores(*args, 0.2)
-    torch.testing.assert_close(scores.cpu(), (torch.nn.functional.leaky_relu(z, 0.2) * att).sum(-1))
+    args = to(device, rowptr, col, src, dst)
+    options = (score, None if att is None else att.to(device), 0.2, scale)
+    alpha = ops.edge_attention_softmax(*args, *options)
+    torch.testing.assert_close(alpha.cpu(), edge_attention_reference(rowptr, col, src, dst, score, att,
+                                                                     negative_slope=0.2, scale=scale))
+    grad = torch.randn(col.numel(), 3, generator=g, dtype=torch.float64)
+    if score == "gat":  # the value before the activation is the leaf
+        pre = (src[col] + dst.repeat_interleave(rowptr.diff(), dim=0)).requires_grad_()
+        weights = row_softmax_reference(rowptr, torch.nn.functional.leaky_relu(pre, 0.2))
+        want = torch.autograd.grad(weights, pre, grad)[0]
+    else:
+        scores = scores_reference(rowptr, col, src, dst, score, att, 0.2, scale).detach().requires_grad_()
+        want = torch.autograd.grad(row_softmax_reference(rowptr, scores), scores, grad)[0]
+    torch.testing.assert_close(ops.edge_attention_score_grad(grad.to(device), *args, *options).cpu(), want)
+    torch.library.opcheck(ops.edge_attention_softmax.default, (*args, *options))
+    torch.library.opcheck(ops.edge_attention_score_grad.default, (grad.to(device), *args, *options))
+    if score != "gatv2":
+        return
+    leaves_ = leaves("cpu", src, dst, att)
+    want_grads = torch.autograd.grad(scores_reference(rowptr, col, *leaves_[:2], "gatv2", leaves_[2], 0.2, 1.0),
+                                     leaves_, grad)
+    colptr, row, perm = torchplug.spmm_transpose(rowptr, col, 30)
     transpose = to(device, colptr, row, perm)
+    gatv2_args = (*args, att.to(device), 0.2)
     for mask in ([True, True, True], [True, False, False], [False, True, False], [False, False, True]):
-        got = ops.edge_attention_gatv2_backward(grad.to(device), *args, 0.2, *transpose, mask)
-        for wanted, have, want in zip(mask, got, want_grads):
+        got = ops.edge_attention_gatv2_backward(grad.to(device), *gatv2_args, *transpose, mask)
+        for wanted, have, expected in zip(mask, got, want_grads):
             if wanted:
-                torch.testing.assert_close(have.cpu(), want)
-    torch.library.opcheck(ops.edge_attention_gatv2_scores.default, (*args, 0.2))
+                torch.testing.assert_close(have.cpu(), expected)
     torch.library.opcheck(ops.edge_attention_gatv2_backward.default,
-                          (grad.to(device), *args, 0.2, *transpose, [True, True, True]))
+                          (grad.to(device), *gatv2_args, *transpose, [True, True, True]))
     with pytest.raises(RuntimeError, match="edge_attention_gatv2_backward: src's gradient needs the transpose"):
-        ops.edge_attention_gatv2_backward(grad.to(device), *args, 0.2, None, None, None, [True, False, False])
+        ops.edge_attention_gatv2_backward(grad.to(device), *gatv2_args, None, None, None, [True, False, False])
     with pytest.raises(RuntimeError, match="edge_attention_gatv2_backward: argument 'grad' must be a Double tensor"):
-        ops.edge_attention_gatv2_backward(grad.float().to(device), *args, 0.2, *transpose, [True, True, True])
+        ops.edge_attention_gatv2_backward(grad.float().to(device), *gatv2_args, *transpose, [True, True, True])
