@@ -176,10 +176,7 @@ NeighborSample sample(const SampleProblem& p) {
   }
   const auto key = [&](int64_t t, int64_t v) { return p.disjoint ? t * g.N + v : v; };
   NodeMap local(B * 16);
-  for (int64_t b = 0; b < B; ++b) {
-    TORCH_CHECK(local.insert(key(b, seed[b]), b).second, op, ": argument 'seed' holds node ",
-                static_cast<int64_t>(seed[b]), " twice; repeated seeds need disjoint=True (one tree each)");
-  }
+  for (int64_t b = 0; b < B; ++b) local.insert(key(b, seed[b]), b);  // a repeated seed: its first place
 
   std::vector<index_t> rows, cols;
   std::vector<int64_t> edges;

@@ -40,7 +40,7 @@ namespace {
 constexpr int64_t kEmpty = -1;
 
 // Flags a kernel raises for the host to report (one int32 each).
-enum Flag { kUnsorted = 0, kZeroWeights = 1, kRepeatedSeed = 2, kRepeatedNode = 3, kFlags = 4 };
+enum Flag { kUnsorted = 0, kZeroWeights = 1, kRepeatedNode = 2, kFlags = 3 };
 
 template <typename index_t>
 __device__ __forceinline__ bool read_row(const index_t* rowptr, int64_t E, int64_t v, int64_t& begin,
@@ -84,14 +84,18 @@ __device__ int64_t find(const Table& t, int64_t key) {
 
 // ---- neighbor_sample kernels -------------------------------------------------
 
-__global__ void insert_seeds_kernel(int64_t B, const int64_t* seed, int64_t N, bool disjoint, Table t,
-                                    int32_t* flags) {
+// The seeds' keys, each with its first position (a repeated seed keeps its
+// place in the node list; reaching it names its first).
+__global__ void insert_seeds_kernel(int64_t B, const int64_t* seed, int64_t N, bool disjoint, Table t) {
   TORCHPLUG_GRID_STRIDE_LOOP(b, B) {
-    const int64_t slot = insert(t, disjoint ? b * N + seed[b] : seed[b]);
-    if (atomicCAS(reinterpret_cast<unsigned long long*>(t.local + slot), static_cast<unsigned long long>(kEmpty),
-                  static_cast<unsigned long long>(b)) != static_cast<unsigned long long>(kEmpty)) {
-      flags[kRepeatedSeed] = 1;
-    }
+    atomicMin(t.first + insert(t, disjoint ? b * N + seed[b] : seed[b]), static_cast<unsigned long long>(b));
+  }
+}
+
+__global__ void number_seeds_kernel(int64_t B, const int64_t* seed, int64_t N, bool disjoint, Table t) {
+  TORCHPLUG_GRID_STRIDE_LOOP(b, B) {
+    const int64_t slot = find(t, disjoint ? b * N + seed[b] : seed[b]);
+    if (t.first[slot] == static_cast<unsigned long long>(b)) t.local[slot] = b;
   }
 }
 
@@ -299,7 +303,6 @@ void raise_flags(const char* op, const at::Tensor& flags) {
               "neighbourhood sorted by time, and one is not");
   TORCH_CHECK(!f[kZeroWeights], op,
               ": argument 'edge_weight' weighs a neighbourhood 0 in all: nothing to draw with replace=True");
-  TORCH_CHECK(!f[kRepeatedSeed], op, ": argument 'seed' holds a node twice; repeated seeds need disjoint=True");
   TORCH_CHECK(!f[kRepeatedNode], op, ": argument 'nodes' holds a node twice; the nodes must be distinct");
 }
 
@@ -358,8 +361,8 @@ NeighborSample sample_cuda(const SampleProblem& p) {
   std::vector<int64_t> nodes_per_hop{B}, edges_per_hop;
 
   TableStorage table = TableStorage::make(B, longs);
-  core::launch(insert_seeds_kernel, B, B, frontier.const_data_ptr<int64_t>(), N, p.disjoint, table.view(),
-               flags.mutable_data_ptr<int32_t>());
+  core::launch(insert_seeds_kernel, B, B, frontier.const_data_ptr<int64_t>(), N, p.disjoint, table.view());
+  core::launch(number_seeds_kernel, B, B, frontier.const_data_ptr<int64_t>(), N, p.disjoint, table.view());
   int64_t found = B, frontier_base = 0;
   for (int64_t h = 0; h < static_cast<int64_t>(p.num_neighbors.size()); ++h) {
     const int64_t count = p.num_neighbors[h], F = frontier.size(0);
@@ -405,7 +408,6 @@ NeighborSample sample_cuda(const SampleProblem& p) {
     nodes_per_hop.push_back(fresh), edges_per_hop.push_back(edges);
     frontier_base = found, found += fresh, frontier = next, tree = next_tree;
   }
-  raise_flags(op, flags);  // repeated seeds, when there were no hops
 
   at::Tensor node_id = at::cat(nodes);
   if (!p.directed) {

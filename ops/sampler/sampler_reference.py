@@ -83,9 +83,9 @@ def neighbor_sample_reference(rowptr: Tensor, col: Tensor, seed: Tensor, num_nei
     ntime, etime, weight = _list(node_time), _list(edge_time), _list(edge_weight)
     roots = _root_times(seeds, ntime, seed_time) if ntime is not None or etime is not None else None
     keys: list = [(b, s) for b, s in enumerate(seeds)] if disjoint else list(seeds)
-    local: Dict = {key: i for i, key in enumerate(keys)}
-    if len(local) != len(keys):
-        raise ValueError("repeated seeds need disjoint=True")
+    local: Dict = {}
+    for i, key in enumerate(keys):  # a repeated seed keeps its place; reaching it names its first
+        local.setdefault(key, i)
     src, dst, eid = [], [], []
     nodes_per_hop, edges_per_hop = [len(seeds)], []
     begin, end = 0, len(keys)

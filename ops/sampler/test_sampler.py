@@ -647,6 +647,21 @@ def test_subgraph_of_pyg_libs_cycle() -> None:
     assert [t.tolist() for t in out] == [[0, 1, 3, 5, 6], [1, 0, 2, 1, 3, 2], [3, 4, 5, 6, 7, 8]]
 
 
+@pytest.mark.parametrize("dtype", INDEX_DTYPES, ids=str)
+def test_repeated_seeds_keep_their_places(dtype: torch.dtype, device: str) -> None:
+    """As pyg-lib: each copy of a repeated seed stays in the node list and is
+    expanded; a node reached that is a seed names its first copy."""
+    needs(device, "neighbor_sample")
+    rowptr, col = (t.to(dtype) for t in (RP, COL))
+    seed = torch.tensor([1, 2, 1], dtype=dtype)
+    out = torchplug.neighbor_sample(*(t.to(device) for t in (rowptr, col, seed)), [2, -1],
+                                    generator=torch.Generator().manual_seed(4))
+    out = tuple(t.cpu() if isinstance(t, Tensor) else t for t in out)
+    assert out[2][:3].tolist() == [1, 2, 1] and out[4][0] == 3
+    assert_replays(out, rowptr, col, seed, [2, -1])
+    assert (out[1] != 2).all(), "an edge names the second copy of seed 1"
+
+
 def test_subgraph_repeated_nodes_raise() -> None:
     rowptr, col = random_graph(5, 10, gen(71))
     with pytest.raises(RuntimeError, match=r"torchplug::subgraph: argument 'nodes' holds node 3 twice"):
@@ -719,7 +734,6 @@ ERRORS = {
     "seed past N": (ns(seed=torch.tensor([0, 3])), IndexError, NS + r"argument 'seed' holds the value 3"),
     "seed negative": (ns(seed=torch.tensor([-1])), IndexError, NS + r"argument 'seed' holds the negative value -1"),
     "seed 2-D": (ns(seed=SEED.view(1, 2)), RuntimeError, NS + r"argument 'seed' must be 1-D"),
-    "seed repeated": (ns(seed=torch.tensor([1, 1])), RuntimeError, NS + r"argument 'seed' holds node 1 twice"),
     "fanout -2": (ns(num_neighbors=(2, -2)), RuntimeError, NS + r"argument 'num_neighbors' holds -2 at hop 1"),
     "col int32": (ns(col=COL.int()), RuntimeError, NS + r"arguments 'rowptr' and 'col' must have the same dtype"),
     "seed int32": (ns(seed=SEED.int()), RuntimeError, NS + r"arguments 'rowptr' and 'seed' must have the same dtype"),
