@@ -1,14 +1,15 @@
 """The sampler's benchmark workloads: neighbour sampling (fanout 15, 10, 5,
 with replacement) and uniform random walks over a Chung-Lu power-law graph,
-against the same sampling written with vectorised PyTorch calls. The
-samples are random, so the outputs compared are counts: the edges sampled
-per hop (the first hop's are exact, 15 per seed with neighbours; the later
-ones agree within a few percent) and the nodes per hop; for walks, the
-start column and the share of steps that stayed put. The graph lives on the
-CPU: the sampler has no CUDA kernel yet."""
+against the same sampling written with vectorised PyTorch calls, and
+against torch_sparse's CPU ``neighbor_sample`` (PyG's fallback) where
+torch_sparse is installed. The samples are random, so the outputs compared
+are counts, which agree within a few percent: the edges and nodes sampled;
+for walks, the start column and the share of steps that stayed put. The
+graph lives on the CPU."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -38,9 +39,9 @@ def sample_in_torch(colptr: Tensor, row: Tensor, seed: Tensor, fanouts: tuple[in
     """Neighbour sampling with replacement in vectorised PyTorch: each hop
     draws ``fanout`` edges of every frontier node with neighbours, and the
     neighbours not seen before (``torch.unique``) are the next frontier.
-    Returns the edges per hop, then the nodes per hop (float64)."""
+    Returns the edges and the nodes sampled (float64)."""
     nodes, frontier = seed, seed
-    edges, found = [], [seed.numel()]
+    edges = 0
     for fanout in fanouts:
         start, degree = colptr[frontier], colptr[frontier + 1] - colptr[frontier]
         start, degree = start[degree > 0], degree[degree > 0]
@@ -48,17 +49,22 @@ def sample_in_torch(colptr: Tensor, row: Tensor, seed: Tensor, fanouts: tuple[in
         neighbours = row[start.unsqueeze(1) + offset].flatten()
         frontier = torch.unique(neighbours[~torch.isin(neighbours, nodes)])
         nodes = torch.cat([nodes, frontier])
-        edges.append(neighbours.numel())
-        found.append(frontier.numel())
-    return torch.tensor(edges + found, dtype=torch.float64)
+        edges += neighbours.numel()
+    return torch.tensor([edges, nodes.numel()], dtype=torch.float64)
 
 
 def counts_agree(out: Tensor, reference: Tensor) -> bool:
-    """Equal first entries (exact counts), the rest within :data:`RELATIVE_SPREAD`."""
-    if out.shape != reference.shape:
-        return False
-    return bool(out[0] == reference[0]) and bool(
+    """The same counts within :data:`RELATIVE_SPREAD`."""
+    return out.shape == reference.shape and bool(
         ((out - reference).abs() <= RELATIVE_SPREAD * reference.abs().clamp(min=1)).all())
+
+
+def torch_sparse_sampler():
+    """torch_sparse's CPU ``neighbor_sample`` op, or None where torch_sparse is not installed."""
+    if importlib.util.find_spec("torch_sparse") is None:
+        return None
+    import torch_sparse  # noqa: F401  (registers the ops)
+    return torch.ops.torch_sparse.neighbor_sample
 
 
 @dataclass(frozen=True)
@@ -80,27 +86,37 @@ class NeighborSampleWorkload:
         return 1.0
 
     def min_bytes(self) -> int:
-        """Each sampled edge's rowptr pair and column read once (int64)."""
-        return 8 * 3 * self.batch * (15 + 15 * 10 + 15 * 10 * 5)
+        """The first hop's edges (the only ones certain to exist) written as
+        (row, col, id) in int64: a floor; sampling is random access, far
+        from copy bandwidth."""
+        return 8 * 3 * self.batch * 15
 
     def params(self) -> dict[str, object]:
         return {"E": self.e, "N": self.n, "batch": self.batch, "fanouts": [15, 10, 5]}
 
     def agrees(self, out: Tensor, reference: Tensor) -> bool:
-        # The first hop's edges are exact; so are the seeds (the first node count).
-        return counts_agree(out, reference) and bool(out[3] == reference[3])
+        return counts_agree(out, reference)
 
     def lineup(self, device: torch.device) -> Lineup:
         colptr, row = incoming_csr(self.n, max(1, self.e // self.n))
         seed = torch.randperm(self.n, generator=torch.Generator().manual_seed(0))[: self.batch]
+        fanouts = [15, 10, 5]
 
         def ours() -> Tensor:
-            *_, nodes, edges = torchplug.neighbor_sample(colptr, row, seed, [15, 10, 5], csc=True, replace=True)
-            return torch.tensor(edges + nodes, dtype=torch.float64)
+            _, _, node_id, edge_id, _, _ = torchplug.neighbor_sample(colptr, row, seed, fanouts, csc=True, replace=True)
+            return torch.tensor([edge_id.numel(), node_id.numel()], dtype=torch.float64)
 
-        return Lineup((Candidate(TORCHPLUG, ours, "CPU, with replacement, pyg-lib's relabelling order"),
-                       Candidate(TORCH, lambda: sample_in_torch(colptr, row, seed, (15, 10, 5)),
-                                 "randint offsets, torch.unique per hop")), reference=TORCH)
+        candidates = [Candidate(TORCHPLUG, ours, "CPU, with replacement, pyg-lib's relabelling order"),
+                      Candidate(TORCH, lambda: sample_in_torch(colptr, row, seed, tuple(fanouts)),
+                                "randint offsets, torch.unique per hop")]
+        theirs = torch_sparse_sampler()
+        if theirs is not None:
+            def torch_sparse() -> Tensor:
+                node, _, _, edge = theirs(colptr, row, seed, fanouts, True, True)
+                return torch.tensor([edge.numel(), node.numel()], dtype=torch.float64)
+
+            candidates.append(Candidate("torch_sparse", torch_sparse, "CPU neighbor_sample, PyG's fallback"))
+        return Lineup(tuple(candidates), reference=TORCH)
 
 
 @dataclass(frozen=True)
@@ -122,8 +138,8 @@ class RandomWalkWorkload:
         return 1.0
 
     def min_bytes(self) -> int:
-        """Per step a rowptr pair and a column read, the node written (int64)."""
-        return 8 * 4 * self.starts * self.walk_length
+        """The walks written (int64): a floor, each step being a dependent random read."""
+        return 8 * self.starts * (self.walk_length + 1)
 
     def params(self) -> dict[str, object]:
         return {"E": self.e, "N": self.n, "starts": self.starts, "walk_length": self.walk_length}
