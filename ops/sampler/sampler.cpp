@@ -67,7 +67,7 @@ SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& c
                                    const OptTensor& edge_time, const OptTensor& seed_time,
                                    const OptTensor& edge_weight, bool csc, bool replace, bool directed,
                                    bool disjoint, c10::string_view temporal_strategy, bool return_edge_id,
-                                   const std::optional<at::Generator>& generator) {
+                                   const std::optional<at::Generator>& generator, bool draw) {
   const char* op = kNeighborSample.name().c_str();
   check_graph(op, rowptr, col, TORCHPLUG_ARG(seed));
   const int64_t N = rowptr.size(0) - 1, E = col.size(0);
@@ -109,7 +109,7 @@ SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& c
           disjoint,
           temporal_strategy == "last",
           return_edge_id,
-          draw_key(generator, rowptr.device())};
+          draw ? draw_key(generator, rowptr.device()) : 0};
 }
 
 WalkProblem plan_random_walk(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,

@@ -16,12 +16,12 @@ device when None): the same seed gives the same result on every run and
 thread count.
 """
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-__all__ = ["neighbor_sample", "random_walk", "subgraph"]
+__all__ = ["hetero_neighbor_sample", "neighbor_sample", "random_walk", "subgraph"]
 
 
 def neighbor_sample(rowptr: Tensor, col: Tensor, seed: Tensor, num_neighbors: List[int],
@@ -60,6 +60,68 @@ def neighbor_sample(rowptr: Tensor, col: Tensor, seed: Tensor, num_neighbors: Li
     return torch.ops.torchplug.neighbor_sample(rowptr, col, seed, num_neighbors, node_time, edge_time, seed_time,
                                                edge_weight, csc, replace, directed, disjoint, temporal_strategy,
                                                return_edge_id, generator)
+
+
+def hetero_neighbor_sample(node_types: List[str], edge_types: List[Tuple[str, str, str]],
+                           rowptr_dict: Dict[str, Tensor], col_dict: Dict[str, Tensor], seed_dict: Dict[str, Tensor],
+                           num_neighbors_dict: Dict[str, List[int]],
+                           node_time_dict: Optional[Dict[str, Tensor]] = None,
+                           edge_time_dict: Optional[Dict[str, Tensor]] = None,
+                           seed_time_dict: Optional[Dict[str, Tensor]] = None,
+                           edge_weight_dict: Optional[Dict[str, Tensor]] = None, csc: bool = False,
+                           replace: bool = False, directed: bool = True, disjoint: bool = False,
+                           temporal_strategy: str = "uniform", return_edge_id: bool = True,
+                           generator: Optional[torch.Generator] = None):
+    """:func:`neighbor_sample` over a heterogeneous graph, with pyg-lib's
+    arguments: the dictionaries are keyed by node type, or by edge type as
+    ``"src__rel__dst"``; each edge type's CSR runs from its source type to its
+    destination type (its transpose with ``csc``). Hop by hop, edge type by
+    edge type (in ``edge_types``' order), the nodes of the expanded type found
+    in the previous hop pick ``num_neighbors_dict[edge type][hop]`` edges, and
+    their neighbours join their own type's nodes. Trees (``disjoint``) are
+    numbered across node types in ``seed_dict``'s order.
+
+    Returns:
+        ``(row, col, node_id, edge_id, nodes per hop, edges per hop)`` as
+        dictionaries by edge type (row, col, edge_id, edges) and node type.
+    """
+    keys = ["__".join(edge_type) for edge_type in edge_types if "__".join(edge_type) in rowptr_dict]
+    types = list(seed_dict) + [t for t in node_types if t not in seed_dict]
+    index = {t: i for i, t in enumerate(types)}
+    src = [index[key.split("__")[0]] for key in keys]
+    dst = [index[key.split("__")[-1]] for key in keys]
+
+    def per(names: List[str], values: Optional[Dict[str, Tensor]]) -> List[Optional[Tensor]]:
+        return [] if values is None else [values.get(name) for name in names]
+
+    hops = max((len(fanouts) for fanouts in num_neighbors_dict.values()), default=0)
+    if not keys:  # no edges to sample: the seeds alone
+        return _seeds_alone(types, seed_dict, hops, disjoint, return_edge_id)
+    fanouts = [n for key in keys for n in (list(num_neighbors_dict.get(key, [])) + [0] * hops)[:hops]]
+    row, col, node_id, edge_id, nodes, edges = torch.ops.torchplug.hetero_neighbor_sample(
+        [rowptr_dict[k] for k in keys], [col_dict[k] for k in keys], src, dst, per(types, seed_dict), fanouts,
+        per(types, node_time_dict), per(keys, edge_time_dict), per(types, seed_time_dict),
+        per(keys, edge_weight_dict), csc, replace, directed, disjoint, temporal_strategy, return_edge_id, generator)
+    return (dict(zip(keys, row)), dict(zip(keys, col)), dict(zip(types, node_id)),
+            dict(zip(keys, edge_id)) if return_edge_id else None,
+            {t: nodes[i * (hops + 1):(i + 1) * (hops + 1)] for i, t in enumerate(types)},
+            {k: edges[i * hops:(i + 1) * hops] for i, k in enumerate(keys)})
+
+
+def _seeds_alone(types: List[str], seed_dict: Dict[str, Tensor], hops: int, disjoint: bool, return_edge_id: bool):
+    """hetero_neighbor_sample's result for a graph without edge types."""
+    node_id, first = {}, 0
+    for t in types:
+        seed = seed_dict.get(t)
+        if seed is None:
+            seed = next(iter(seed_dict.values())).new_empty(0)
+        if disjoint:
+            trees = torch.arange(first, first + seed.numel(), dtype=seed.dtype, device=seed.device)
+            node_id[t], first = torch.stack([trees, seed], 1), first + seed.numel()
+        else:
+            node_id[t] = seed
+    nodes = {t: [int(seed_dict[t].numel()) if t in seed_dict else 0] + [0] * hops for t in types}
+    return {}, {}, node_id, {} if return_edge_id else None, nodes, {}
 
 
 def random_walk(rowptr: Tensor, col: Tensor, seed: Tensor, walk_length: int, p: float = 1.0, q: float = 1.0,

@@ -79,13 +79,13 @@ struct SubgraphProblem {
   bool return_edge_id;
 };
 
-// The checks (sampler.cpp); plan_random_walk draws no key for `draw` false.
+// The checks (sampler.cpp); the plans draw no key for `draw` false.
 SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
                                    c10::IntArrayRef num_neighbors, const OptTensor& node_time,
                                    const OptTensor& edge_time, const OptTensor& seed_time,
                                    const OptTensor& edge_weight, bool csc, bool replace, bool directed,
                                    bool disjoint, c10::string_view temporal_strategy, bool return_edge_id,
-                                   const std::optional<at::Generator>& generator);
+                                   const std::optional<at::Generator>& generator, bool draw = true);
 WalkProblem plan_random_walk(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
                              int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator,
                              bool draw);

@@ -25,6 +25,21 @@ inline const core::OpDef kNeighborSample{
     "Multi-hop neighbour sampling from seed nodes over a CSR graph (pyg-lib's neighbor_sample): "
     "(row, col, node_id, edge_id, nodes per hop, edges per hop)."};
 
+// neighbor_sample over a heterogeneous graph: T edge types (a CSR each, from
+// node type src_type[t] to dst_type[t]), K node types (seed[k], None without
+// seeds), num_neighbors [T * hops] edge type by edge type; the time and
+// weight lists are empty or one entry per node (edge) type. Results per edge
+// type (row, col, edge_id; none without return_edge_id) and node type
+// (node_id), and the counts [K * (hops + 1)] and [T * hops]. torchplug's
+// hetero_neighbor_sample (sampler.py) takes pyg-lib's dictionaries.
+inline const core::OpDef kHeteroNeighborSample{
+    "torchplug::hetero_neighbor_sample(Tensor[] rowptr, Tensor[] col, int[] src_type, int[] dst_type, "
+    "Tensor?[] seed, int[] num_neighbors, Tensor?[] node_time, Tensor?[] edge_time, Tensor?[] seed_time, "
+    "Tensor?[] edge_weight, bool csc=False, bool replace=False, bool directed=True, bool disjoint=False, "
+    "str temporal_strategy=\"uniform\", bool return_edge_id=True, Generator? generator=None) "
+    "-> (Tensor[], Tensor[], Tensor[], Tensor[], int[], int[])",
+    kIndexDtypes, "neighbor_sample over a heterogeneous graph, edge type by edge type (pyg-lib's hetero_neighbor_sample)."};
+
 inline const core::OpDef kRandomWalk{
     "torchplug::random_walk(Tensor rowptr, Tensor col, Tensor seed, int walk_length, float p=1., float q=1., "
     "Generator? generator=None) -> Tensor",

@@ -875,3 +875,55 @@ def test_random_walk_compiles(device: str) -> None:
         args = to(device, rowptr, col, seed)
         assert torch.equal(compiled(*args), walk_ends(*args))
     torch._dynamo.reset()
+
+
+# ---- heterogeneous graphs ----------------------------------------------------------------
+
+
+def test_hetero_with_one_type_is_neighbor_sample() -> None:
+    """One node type and one edge type: the same streams, the same sample."""
+    rowptr, col = random_graph(30, 150, gen(2))
+    seed = torch.tensor([3, 7, 11])
+    want = torchplug.neighbor_sample(rowptr, col, seed, [3, 2], generator=gen(9))
+    got = torchplug.hetero_neighbor_sample(["v"], [("v", "to", "v")], {"v__to__v": rowptr}, {"v__to__v": col},
+                                           {"v": seed}, {"v__to__v": [3, 2]}, generator=gen(9))
+    for a, b in zip(want[:4], got[:4]):
+        assert torch.equal(a, next(iter(b.values())))
+    assert want[4] == got[4]["v"] and want[5] == got[5]["v__to__v"]
+
+
+@pytest.mark.parametrize("csc", [False, True], ids=["csr", "csc"])
+@pytest.mark.parametrize("disjoint", [False, True], ids=["shared", "disjoint"])
+def test_hetero_edges_exist_and_counts_add_up(csc: bool, disjoint: bool) -> None:
+    """Two node types (a: 20, b: 12), three edge types: every sampled edge of
+    each type is its graph's edge with the id returned, nodes are unique per
+    (tree,) type, and the counts per hop add up."""
+    g = gen(5)
+    sizes = {"a": 20, "b": 12}
+    edge_types = [("a", "ab", "b"), ("b", "ba", "a"), ("a", "aa", "a")]
+    rowptr, col, pairs = {}, {}, {}
+    for src, rel, dst in edge_types:
+        s, d = torch.randint(0, sizes[src], (60,), generator=g), torch.randint(0, sizes[dst], (60,), generator=g)
+        rows, cols = (d, s) if csc else (s, d)  # csc: grouped by destination, listing sources
+        order = torch.argsort(rows, stable=True)
+        key = f"{src}__{rel}__{dst}"
+        n = sizes[dst if csc else src]
+        rowptr[key] = torch.cat([torch.zeros(1, dtype=L), torch.bincount(rows, minlength=n).cumsum(0)])
+        col[key] = cols[order]
+        pairs[key] = (rows[order], cols[order])
+    seeds = {"a": torch.tensor([0, 5, 9]), "b": torch.tensor([2])}
+    fanouts = {"a__ab__b": [2, 2], "b__ba__a": [3, 1], "a__aa__a": [1, -1]}
+    row, col_, node_id, edge_id, nodes, edges = torchplug.hetero_neighbor_sample(
+        ["a", "b"], edge_types, rowptr, col, seeds, fanouts, csc=csc, disjoint=disjoint, generator=gen(6))
+    for key, (rows, cols) in pairs.items():
+        src, _, dst = key.split("__")
+        ids = node_id[src][:, 1] if disjoint else node_id[src], node_id[dst][:, 1] if disjoint else node_id[dst]
+        if csc:  # row: the sampled source, col: the expanded destination
+            assert torch.equal(ids[0][row[key]], cols[edge_id[key]]) and torch.equal(ids[1][col_[key]], rows[edge_id[key]])
+        else:
+            assert torch.equal(ids[0][row[key]], rows[edge_id[key]]) and torch.equal(ids[1][col_[key]], cols[edge_id[key]])
+        assert sum(edges[key]) == edge_id[key].numel()
+    for t, n in node_id.items():
+        assert sum(nodes[t]) == n.size(0) and nodes[t][0] == seeds[t].numel()
+        keys = [tuple(k) for k in n.tolist()] if disjoint else n.tolist()
+        assert len(set(keys)) == len(keys), f"a node of type {t} twice"

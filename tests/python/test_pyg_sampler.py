@@ -101,7 +101,7 @@ def test_disable_restores_flags_and_ops() -> None:
     had_op = "neighbor_sample" in vars(torch.ops.pyg)
     with torchplug.pyg.enabled():
         assert torch_geometric.typing.WITH_PYG_LIB is True
-        assert torch.ops.pyg.neighbor_sample is torch.ops.torchplug.neighbor_sample
+        assert torch.ops.pyg.neighbor_sample is torchplug.neighbor_sample
     assert {name: getattr(torch_geometric.typing, name) for name in before} == before
     assert ("neighbor_sample" in vars(torch.ops.pyg)) == had_op
 
@@ -113,3 +113,27 @@ def test_without_the_backend_pyg_has_no_sampler(data: Data) -> None:
     loader = NeighborLoader(data, num_neighbors=[2], batch_size=4)
     with pytest.raises(ImportError):
         next(iter(loader))
+
+
+@pytest.mark.parametrize("disjoint", [False, True], ids=["shared", "disjoint"])
+def test_hetero_neighbor_loader_batches_are_subgraphs(disjoint: bool) -> None:
+    """Papers and authors: every batch's edges of each type are the input's,
+    between nodes of their types, the seeds (papers) first."""
+    from torch_geometric.data import HeteroData
+
+    g = torch.Generator().manual_seed(1)
+    data = HeteroData()
+    data["paper"].x, data["author"].x = torch.randn(40, 3, generator=g), torch.randn(25, 3, generator=g)
+    data["paper", "cites", "paper"].edge_index = torch.randint(0, 40, (2, 200), generator=g)
+    writes = torch.stack([torch.randint(0, 25, (120,), generator=g), torch.randint(0, 40, (120,), generator=g)])
+    data["author", "writes", "paper"].edge_index = writes
+    data["paper", "rev_writes", "author"].edge_index = writes.flip(0)
+    with torchplug.pyg.enabled():
+        loader = NeighborLoader(data, num_neighbors=[3, 2], batch_size=8, input_nodes="paper", disjoint=disjoint)
+        batches = list(loader)
+    assert torch.equal(torch.cat([b["paper"].n_id[:b["paper"].batch_size] for b in batches]), torch.arange(40))
+    for batch in batches:
+        for (src, rel, dst) in batch.edge_types:
+            local = batch[src, rel, dst].edge_index
+            edges = torch.stack([batch[src].n_id[local[0]], batch[dst].n_id[local[1]]])
+            assert torch.equal(edges, data[src, rel, dst].edge_index[:, batch[src, rel, dst].e_id])

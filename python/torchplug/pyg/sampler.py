@@ -2,14 +2,15 @@
 
 PyG's ``NeighborSampler`` (behind ``NeighborLoader`` and
 ``LinkNeighborLoader``), ``Node2Vec`` and ``dropout_path`` call pyg-lib's
-ops ``torch.ops.pyg.neighbor_sample`` and ``torch.ops.pyg.random_walk``
-wherever ``torch_geometric.typing`` says pyg-lib is installed (PyG builds the
-sampler's positional arguments from those flags). :func:`route` points both
-names at torchplug's ops, which take pyg-lib's arguments in pyg-lib's order
-(plus a trailing generator) and return its results, and sets the flags, so
-that these loaders sample through torchplug with or without pyg-lib. PyG's
-heterogeneous sampler (``hetero_neighbor_sample``) and its ``induced``
-subgraphs (torch_sparse's) are not routed.
+ops ``torch.ops.pyg.neighbor_sample``, ``hetero_neighbor_sample`` and
+``random_walk`` wherever ``torch_geometric.typing`` says pyg-lib is installed
+(PyG builds the sampler's positional arguments from those flags).
+:func:`route` points these names at torchplug's functions of the same name,
+which take pyg-lib's arguments in pyg-lib's order (plus a trailing
+generator) and return its results, and sets the flags, so that these loaders
+sample through torchplug with or without pyg-lib, on homogeneous and
+heterogeneous graphs. PyG's ``induced`` subgraphs (torch_sparse's) are not
+routed.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "torch_geometric.nn.models.node2vec": ("WITH_PYG_LIB",),  # a copy taken at import
 }
 
-#: pyg-lib's ops that torchplug's of the same name stand in for.
-OPS = ("neighbor_sample", "random_walk")
+#: pyg-lib's ops that torchplug's of the same name stand in for
+#: (hetero_neighbor_sample: torchplug's function taking pyg-lib's dictionaries).
+OPS = ("neighbor_sample", "random_walk", "hetero_neighbor_sample")
 
 
 def route(log: Log) -> None:
@@ -36,5 +38,7 @@ def route(log: Log) -> None:
         module = importlib.import_module(module_name)
         for name in names:
             log.set(module, name, True)
+    import torchplug
+
     for name in OPS:
-        log.set(torch.ops.pyg, name, getattr(torch.ops.torchplug, name))
+        log.set(torch.ops.pyg, name, getattr(torchplug, name))
