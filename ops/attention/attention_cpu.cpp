@@ -6,6 +6,7 @@
 
 #include "attention_entries.h"
 #include "attention_softmax.h"
+#include "torchplug/core/vectorise.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -40,8 +41,27 @@ EdgeScore<scalar_t> edge_score(const EdgeProblem& p) {
           static_cast<T>(p.scale)};
 }
 
-// Each row and head: the scores' softmax (weights, into out), or with
-// kGrad the scores' gradient from the weights' gradient `grad`:
+// gatv2's terms att[f] * act(src[f] + dst[f]) (dot's src[f] * dst[f]) of
+// one edge, f over H * C: loops the compiler vectorises.
+template <typename scalar_t>
+TORCHPLUG_VECTORISED_CLONES void edge_terms(at::opmath_type<scalar_t>* __restrict__ out,
+                                            const scalar_t* __restrict__ s, const scalar_t* __restrict__ d,
+                                            const scalar_t* __restrict__ att, int64_t F,
+                                            at::opmath_type<scalar_t> slope) {
+  using T = at::opmath_type<scalar_t>;
+  if (att == nullptr) {
+    for (int64_t f = 0; f < F; ++f) out[f] = static_cast<T>(s[f]) * static_cast<T>(d[f]);
+    return;
+  }
+  for (int64_t f = 0; f < F; ++f) {
+    const T z = static_cast<T>(s[f]) + static_cast<T>(d[f]);
+    out[f] = static_cast<T>(att[f]) * (z > T(0) ? z : z * slope);
+  }
+}
+
+// Each row: its scores, edge by edge and head by head (a source row read
+// once; gatv2's and dot's from edge_terms), kept for the row; then per head the softmax (weights, into out),
+// or with kGrad the scores' gradient from the weights' gradient `grad`:
 //   gs[k] = alpha[k] * (grad[k] - sum over the row of alpha * grad)
 // (gat: times the activation's slope at its value before it). The states
 // are double whatever the dtype, as softmax_csr's on the CPU.
@@ -55,30 +75,47 @@ void softmax_rows(const EdgeProblem& p, const at::Tensor& grad_, const at::Tenso
   out_t* out = out_.mutable_data_ptr<out_t>();
   const EdgeScore<scalar_t> score = edge_score<scalar_t>(p);
   const int64_t H = p.H;
+  const bool keep_pre = kGrad && p.kind == Score::kGat;
+  const int64_t C = p.C, F = H * C;
+  const scalar_t* att = p.kind == Score::kGatV2 ? score.att : nullptr;
   at::parallel_for(0, p.M, grain(p, p.M), [&](int64_t first, int64_t last) {
+    std::vector<double> scores, sums(H);
+    std::vector<T> pre, terms(F);
+    std::vector<core::MaxExpSum<double>> states(H);
     for (int64_t r = first; r < last; ++r) {
-      for (int64_t h = 0; h < H; ++h) {
-        core::MaxExpSum<double> state = core::max_exp_sum_init<double>();
-        for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
-          core::max_exp_sum_update(state, static_cast<double>(score(col[k], r, h)));
+      const int64_t begin = rowptr[r], length = rowptr[r + 1] - begin;
+      scores.resize(length * H);
+      if (keep_pre) pre.resize(length * H);
+      std::fill(states.begin(), states.end(), core::max_exp_sum_init<double>());
+      for (int64_t j = 0; j < length; ++j) {
+        const int64_t c = col[begin + j];
+        if (p.kind != Score::kGat) edge_terms(terms.data(), score.src + c * F, score.dst + r * F, att, F, score.slope);
+        for (int64_t h = 0; h < H; ++h) {
+          double value;
+          if (p.kind == Score::kGat) {
+            value = score(c, r, h, keep_pre ? &pre[j * H + h] : nullptr);
+          } else {
+            T sum = 0;
+            for (int64_t i = h * C; i < (h + 1) * C; ++i) sum += terms[i];
+            value = p.kind == Score::kDot ? sum * score.scale : sum;
+          }
+          scores[j * H + h] = value;
+          core::max_exp_sum_update(states[h], value);
         }
-        const core::MaxExpSum<double> n = normaliser(state);
-        if constexpr (!kGrad) {
-          for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
-            out[k * H + h] = static_cast<out_t>(weight(n, static_cast<double>(score(col[k], r, h))));
-          }
-        } else {
-          double sum = 0;
-          for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
-            sum += weight(n, static_cast<double>(score(col[k], r, h))) * static_cast<double>(grad[k * H + h]);
-          }
-          for (int64_t k = rowptr[r]; k < rowptr[r + 1]; ++k) {
-            T pre = 0;
-            const double alpha = weight(n, static_cast<double>(score(col[k], r, h, &pre)));
-            double gs = alpha * (static_cast<double>(grad[k * H + h]) - sum);
-            if (p.kind == Score::kGat && !(pre > 0)) gs *= p.negative_slope;
-            out[k * H + h] = static_cast<out_t>(gs);
-          }
+      }
+      for (auto& state : states) state = normaliser(state);
+      if constexpr (!kGrad) {
+        for (int64_t j = 0; j < length * H; ++j) out[begin * H + j] = static_cast<out_t>(weight(states[j % H], scores[j]));
+      } else {
+        std::fill(sums.begin(), sums.end(), 0.0);
+        for (int64_t j = 0; j < length * H; ++j) {
+          scores[j] = weight(states[j % H], scores[j]);  // now alpha
+          sums[j % H] += scores[j] * static_cast<double>(grad[begin * H + j]);
+        }
+        for (int64_t j = 0; j < length * H; ++j) {
+          double gs = scores[j] * (static_cast<double>(grad[begin * H + j]) - sums[j % H]);
+          if (keep_pre && !(pre[j] > 0)) gs *= p.negative_slope;
+          out[begin * H + j] = static_cast<out_t>(gs);
         }
       }
     }
@@ -88,15 +125,20 @@ void softmax_rows(const EdgeProblem& p, const at::Tensor& grad_, const at::Tenso
 // The gradient of edge k's activations at feature i: grad[k, h] * att[i] *
 // act'(z), added into `into` ([H * C]); with `att_into`, grad * act(z) too.
 template <typename scalar_t, typename acc_t>
-inline void add_edge(acc_t* into, acc_t* att_into, const scalar_t* s, const scalar_t* d, const scalar_t* att,
-                     const acc_t* grad, int64_t H, int64_t C, acc_t slope) {
+TORCHPLUG_VECTORISED_CLONES void add_edge(acc_t* __restrict__ into, acc_t* __restrict__ att_into,
+                                          const scalar_t* __restrict__ s, const scalar_t* __restrict__ d,
+                                          const scalar_t* __restrict__ att, const acc_t* __restrict__ grad, int64_t H,
+                                          int64_t C, acc_t slope) {
   for (int64_t h = 0; h < H; ++h) {
     const acc_t g = grad[h];
     for (int64_t i = h * C; i < (h + 1) * C; ++i) {
       const acc_t z = static_cast<acc_t>(s[i]) + static_cast<acc_t>(d[i]);
-      const bool positive = z > 0;
-      into[i] += g * static_cast<acc_t>(att[i]) * (positive ? acc_t(1) : slope);
-      if (att_into != nullptr) att_into[i] += g * (positive ? z : z * slope);
+      into[i] += g * static_cast<acc_t>(att[i]) * (z > acc_t(0) ? acc_t(1) : slope);
+    }
+    if (att_into == nullptr) continue;
+    for (int64_t i = h * C; i < (h + 1) * C; ++i) {
+      const acc_t z = static_cast<acc_t>(s[i]) + static_cast<acc_t>(d[i]);
+      att_into[i] += g * (z > acc_t(0) ? z : z * slope);
     }
   }
 }
