@@ -21,21 +21,27 @@ namespace {
 
 constexpr int64_t kPrefetchEdges = 16;
 
-// Combines edge k's message, weight * source[0, F), into the row's
-// accumulators (and min's and max's positions), compiled for AVX-512, AVX2
-// and baseline x86-64 (core/vectorise.h).
+// Combines edge k's message into the row's accumulators (and min's and
+// max's positions), compiled for AVX-512, AVX2 and baseline x86-64
+// (core/vectorise.h): weight[0] * source[0, C) for one head (H = 1, C = F),
+// or each head h's weight[h] * source[h * C, (h + 1) * C) in one call per
+// edge (a call per head, through the clones' dispatch, cost more than the
+// few features it combined).
 template <typename Policy, typename scalar_t, typename acc_t, typename held_t>
 TORCHPLUG_VECTORISED_CLONES void add_message(acc_t* __restrict__ into, held_t* __restrict__ holder,
-                                             const scalar_t* __restrict__ source, acc_t weight, held_t k,
-                                             int64_t F) {
-  for (int64_t f = 0; f < F; ++f) {
-    const acc_t message = weight * static_cast<acc_t>(source[f]);
-    if constexpr (Policy::kHasArg) {  // selects, not a branch: the loop vectorises
-      const bool wins = Policy::wins(message, into[f]);
-      into[f] = wins ? message : into[f];
-      holder[f] = wins ? k : holder[f];
-    } else {
-      Policy::combine(into[f], message);
+                                             const scalar_t* __restrict__ source,
+                                             const scalar_t* __restrict__ weight, held_t k, int64_t H, int64_t C) {
+  for (int64_t h = 0; h < H; ++h) {
+    const acc_t w = weight != nullptr ? static_cast<acc_t>(weight[h]) : acc_t(1);
+    for (int64_t f = h * C; f < (h + 1) * C; ++f) {
+      const acc_t message = w * static_cast<acc_t>(source[f]);
+      if constexpr (Policy::kHasArg) {  // selects, not a branch: the loop vectorises
+        const bool wins = Policy::wins(message, into[f]);
+        into[f] = wins ? message : into[f];
+        holder[f] = wins ? k : holder[f];
+      } else {
+        Policy::combine(into[f], message);
+      }
     }
   }
 }
@@ -73,11 +79,8 @@ void spmm_rows(const SpmmProblem& p) {
       held_t* __restrict__ holder = held.data();
       for (int64_t k = start; k < end; ++k) {
         if (k + kPrefetchEdges < p.nnz) prefetch_row(x + col[k + kPrefetchEdges] * F, F);
-        for (int64_t h = 0; h < H; ++h) {
-          const acc_t weight = value != nullptr ? static_cast<acc_t>(value[k * H + h]) : acc_t(1);
-          add_message<Policy>(into + h * C, holder + (Policy::kHasArg ? h * C : 0), x + col[k] * F + h * C, weight,
-                              static_cast<held_t>(k), C);
-        }
+        add_message<Policy>(into, holder, x + col[k] * F, value != nullptr ? value + k * H : nullptr,
+                            static_cast<held_t>(k), H, C);
       }
       const int64_t count = end - start;
       for (int64_t f = 0; f < F; ++f) {
