@@ -28,19 +28,6 @@ int64_t grain(const EdgeProblem& p, int64_t rows) {
   return std::max<int64_t>(1, kTermsPerTask / per_row);
 }
 
-template <typename scalar_t>
-EdgeScore<scalar_t> edge_score(const EdgeProblem& p) {
-  using T = at::opmath_type<scalar_t>;
-  return {p.kind,
-          p.src.const_data_ptr<scalar_t>(),
-          p.dst.const_data_ptr<scalar_t>(),
-          p.att.defined() ? p.att.const_data_ptr<scalar_t>() : nullptr,
-          p.H,
-          p.C,
-          static_cast<T>(p.negative_slope),
-          static_cast<T>(p.scale)};
-}
-
 // gatv2's terms att[f] * act(src[f] + dst[f]) (dot's src[f] * dst[f]) of
 // one edge, f over H * C: loops the compiler vectorises.
 template <typename scalar_t>

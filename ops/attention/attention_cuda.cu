@@ -164,20 +164,10 @@ struct CudaKernels {
   static void rows(const EdgeProblem& p, const at::Tensor& grad, const at::Tensor& out) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::edge_attention_softmax",
                                     [&] {
-                                      using T = at::opmath_type<scalar_t>;
-                                      using out_t = std::conditional_t<kGrad, T, scalar_t>;
-                                      const EdgeScore<scalar_t> score{
-                                          p.kind,
-                                          p.src.const_data_ptr<scalar_t>(),
-                                          p.dst.const_data_ptr<scalar_t>(),
-                                          p.att.defined() ? p.att.const_data_ptr<scalar_t>() : nullptr,
-                                          p.H,
-                                          p.C,
-                                          static_cast<T>(p.negative_slope),
-                                          static_cast<T>(p.scale)};
+                                      using out_t = std::conditional_t<kGrad, at::opmath_type<scalar_t>, scalar_t>;
                                       core::launch(softmax_rows_kernel<scalar_t, kGrad>, p.M * kWarp, p.M,
                                                    p.rowptr.const_data_ptr<int64_t>(),
-                                                   p.col.const_data_ptr<int64_t>(), score,
+                                                   p.col.const_data_ptr<int64_t>(), edge_score<scalar_t>(p),
                                                    kGrad ? grad.const_data_ptr<scalar_t>() : nullptr,
                                                    out.mutable_data_ptr<out_t>());
                                     });

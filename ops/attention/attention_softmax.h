@@ -51,6 +51,19 @@ struct EdgeScore {
   }
 };
 
+template <typename scalar_t>
+EdgeScore<scalar_t> edge_score(const EdgeProblem& p) {
+  using T = at::opmath_type<scalar_t>;
+  return {p.kind,
+          p.src.const_data_ptr<scalar_t>(),
+          p.dst.const_data_ptr<scalar_t>(),
+          p.att.defined() ? p.att.const_data_ptr<scalar_t>() : nullptr,
+          p.H,
+          p.C,
+          static_cast<T>(p.negative_slope),
+          static_cast<T>(p.scale)};
+}
+
 // The softmax's (max, 1 / sum) from a row's reduced state, as SoftmaxProgram
 // prepares it: a row of -inf gives weights 0, a +inf or a NaN gives NaN.
 template <typename T>

@@ -59,8 +59,25 @@ def _attend(csr: Csr, src: Tensor, dst: Tensor, values: Tensor, dropout: float, 
     return spmm_ops.spmm_sum(csr.rowptr, csr.col, alpha, values, transpose)
 
 
+def _dropout(layer) -> float:
+    return layer.dropout if layer.training else 0.0
+
+
 def _heads(layer, out: Tensor) -> Tensor:
     return out.flatten(1) if layer.concat else out.mean(dim=1)
+
+
+def _gat_end(layer, edge_index, h_src: Tensor, h_dst: Tensor, src: Tensor, dst: Tensor, res: Optional[Tensor],
+             **score) -> Tensor:
+    """GATConv's and GATv2Conv's common end: the CSR with the self loops the
+    layer adds, the attention of ``score`` over ``h_src [N, H, C]``, the
+    heads, the residual and the bias."""
+    loops = min(h_src.size(0), h_dst.size(0)) if layer.add_self_loops else None
+    csr = cache.get(edge_index, h_dst.size(0), h_src.size(0), loops)
+    out = _heads(layer, _attend(csr, src, dst, h_src, _dropout(layer), negative_slope=layer.negative_slope, **score))
+    if res is not None:
+        out = out + res
+    return out + layer.bias if layer.bias is not None else out
 
 
 def gat(layer, x, edge_index, edge_attr=None, size=None, return_attention_weights=None) -> Optional[Tensor]:
@@ -75,14 +92,7 @@ def gat(layer, x, edge_index, edge_attr=None, size=None, return_attention_weight
     h_dst = h_src if shared and lin_src is lin_dst else lin_dst(x_dst).view(-1, H, C)
     score_src = (h_src * layer.att_src).sum(dim=-1)
     score_dst = (h_dst * layer.att_dst).sum(dim=-1)
-    loops = min(h_src.size(0), h_dst.size(0)) if layer.add_self_loops else None
-    csr = cache.get(edge_index, h_dst.size(0), h_src.size(0), loops)
-    out = _attend(csr, score_src, score_dst, h_src, layer.dropout if layer.training else 0.0, score="gat",
-                  negative_slope=layer.negative_slope)
-    out = _heads(layer, out)
-    if res is not None:
-        out = out + res
-    return out + layer.bias if layer.bias is not None else out
+    return _gat_end(layer, edge_index, h_src, h_dst, score_src, score_dst, res, score="gat")
 
 
 def gatv2(layer, x, edge_index, edge_attr=None, return_attention_weights=None) -> Optional[Tensor]:
@@ -94,14 +104,7 @@ def gatv2(layer, x, edge_index, edge_attr=None, return_attention_weights=None) -
     res = layer.res(x_dst) if layer.res is not None else None
     h_src = layer.lin_l(x_src).view(-1, H, C)
     h_dst = h_src if shared and layer.share_weights else layer.lin_r(x_dst).view(-1, H, C)
-    loops = min(h_src.size(0), h_dst.size(0)) if layer.add_self_loops else None
-    csr = cache.get(edge_index, h_dst.size(0), h_src.size(0), loops)
-    out = _attend(csr, h_src, h_dst, h_src, layer.dropout if layer.training else 0.0, score="gatv2",
-                  att=layer.att.view(H, C), negative_slope=layer.negative_slope)
-    out = _heads(layer, out)
-    if res is not None:
-        out = out + res
-    return out + layer.bias if layer.bias is not None else out
+    return _gat_end(layer, edge_index, h_src, h_dst, h_src, h_dst, res, score="gatv2", att=layer.att.view(H, C))
 
 
 def transformer(layer, x, edge_index, edge_attr=None, return_attention_weights=None) -> Optional[Tensor]:
@@ -114,8 +117,7 @@ def transformer(layer, x, edge_index, edge_attr=None, return_attention_weights=N
     key = layer.lin_key(x_src).view(-1, H, C)
     value = layer.lin_value(x_src).view(-1, H, C)
     csr = cache.get(edge_index, query.size(0), key.size(0))
-    out = _attend(csr, key, query, value, layer.dropout if layer.training else 0.0, score="dot",
-                  scale=1.0 / math.sqrt(C))
+    out = _attend(csr, key, query, value, _dropout(layer), score="dot", scale=1.0 / math.sqrt(C))
     out = _heads(layer, out)
     if layer.root_weight:
         x_r = layer.lin_skip(x_dst)
