@@ -273,8 +273,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gatv2_backward_meta(
     const at::Tensor& dst, const at::Tensor& att, double negative_slope, const OptTensor& colptr,
     const OptTensor& row, const OptTensor& perm, std::array<bool, 3> output_mask) {
   check_args(rowptr, col, src, dst, "gatv2", att, negative_slope, 1, 0, colptr, row, perm, /*values=*/false);
-  return {output_mask[0] ? at::empty_like(src) : at::Tensor(), output_mask[1] ? at::empty_like(dst) : at::Tensor(),
-          output_mask[2] ? at::empty_like(att) : at::Tensor()};
+  // Contiguous, as the device kernels write them.
+  const auto fresh = [](const at::Tensor& like) { return at::empty_symint(like.sym_sizes(), like.options()); };
+  return {output_mask[0] ? fresh(src) : at::Tensor(), output_mask[1] ? fresh(dst) : at::Tensor(),
+          output_mask[2] ? fresh(att) : at::Tensor()};
 }
 
 }  // namespace

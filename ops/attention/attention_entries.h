@@ -24,8 +24,8 @@
 namespace torchplug::attention_detail {
 
 inline EdgeProblem plan(const Args& a) {
-  return {a.rowptr,
-          a.col,
+  return {a.rowptr.contiguous(),
+          a.col.contiguous(),
           a.src.contiguous(),
           a.dst.contiguous(),
           a.att ? a.att->contiguous() : at::Tensor(),
@@ -100,16 +100,17 @@ struct AttentionEntries {
     check_scores_grad(op, grad, math, col.size(0), p.H);
     const auto [want_src, want_dst, want_att] = output_mask;
     TORCH_CHECK(!want_src || colptr.has_value(), op, ": src's gradient needs the transpose (colptr, row, perm)");
-    at::Tensor grad_src = want_src ? at::empty_like(p.src) : at::Tensor();
-    at::Tensor grad_dst = want_dst ? at::empty_like(p.dst) : at::Tensor();
+    at::Tensor grad_src = want_src ? at::empty(p.src.sizes(), p.src.options()) : at::Tensor();
+    at::Tensor grad_dst = want_dst ? at::empty(p.dst.sizes(), p.dst.options()) : at::Tensor();
     at::Tensor partials;
     if (want_att) {
       const int64_t blocks = (p.M + kGatv2RowsPerPartial - 1) / kGatv2RowsPerPartial;
       partials = at::zeros({blocks, p.H * p.C}, src.options().dtype(math));
     }
     const at::Tensor none;
-    Kernels::gatv2_backward(p, grad.contiguous(), colptr.value_or(none), row.value_or(none), perm.value_or(none),
-                            grad_src, grad_dst, partials);
+    const auto dense = [&](const OptTensor& t) { return t ? t->contiguous() : none; };
+    Kernels::gatv2_backward(p, grad.contiguous(), dense(colptr), dense(row), dense(perm), grad_src, grad_dst,
+                            partials);
     at::Tensor grad_att = want_att ? partials.sum(0).to(src.scalar_type()).view({p.H, p.C}) : at::Tensor();
     return {grad_src, grad_dst, grad_att};
   }

@@ -496,3 +496,24 @@ def test_fused_kernels_opcheck_and_match_the_reference(score: str, device: str) 
         ops.edge_attention_gatv2_backward(grad.to(device), *gatv2_args, None, None, None, [True, False, False])
     with pytest.raises(RuntimeError, match="edge_attention_gatv2_backward: argument 'grad' must be a Double tensor"):
         ops.edge_attention_gatv2_backward(grad.float().to(device), *gatv2_args, *transpose, [True, True, True])
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_non_contiguous_indices_and_features(score: str, device: str) -> None:
+    """col and the transpose's tensors as strided views, src permuted: the
+    same weights and gradients as from contiguous copies."""
+    g = torch.Generator().manual_seed(23)
+    rowptr, col = graph(g, 30)
+    src, dst, att, scale = features(score, 30, rowptr.numel() - 1, 3, 4, torch.float64, g)
+    strided = torch.stack([col, torch.zeros_like(col)], 1)[:, 0]
+    transpose = torchplug.spmm_transpose(rowptr, col, 30)
+    transpose_strided = tuple(torch.stack([t, t], 1)[:, 0] for t in transpose)
+    permuted = src.transpose(0, -1).contiguous().transpose(0, -1)  # the same values, other strides
+    results = []
+    for c, s_, t in ((col, src, transpose), (strided, permuted, transpose_strided)):
+        s_, d = leaves(device, s_, dst)
+        alpha = torchplug.edge_attention(*to(device, rowptr, c), s_, d, score, None if att is None else att.to(device),
+                                         scale=scale, transpose=to(device, *t))
+        results.append([alpha, *torch.autograd.grad(alpha.square().sum(), [s_, d])])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b)

@@ -137,8 +137,12 @@ at::Tensor walk(const WalkProblem& p) {
       for (int64_t step = 1; step <= L; ++step) {
         int64_t a = 0, b = 0, next = v;
         if (!g.row(v, a, b, bad_rowptr)) break;
+        bool bad = false;
         while (a < b) {
-          if (!g.column(a + static_cast<int64_t>(s.below(b - a)), next, bad_col)) break;
+          if (!g.column(a + static_cast<int64_t>(s.below(b - a)), next, bad_col)) {
+            bad = true;  // the walk stops here; the error is raised after the loop
+            break;
+          }
           if (uniform || previous < 0) break;
           double weight = 1 / p.q;
           if (next == previous) {
@@ -155,6 +159,7 @@ at::Tensor walk(const WalkProblem& p) {
           }
           if (s.unit() * most < weight) break;
         }
+        if (bad) break;
         previous = v, v = next;
         out[i * (L + 1) + step] = static_cast<index_t>(v);
       }

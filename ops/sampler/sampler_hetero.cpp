@@ -80,7 +80,11 @@ HeteroProblem plan_hetero(at::TensorList rowptr, at::TensorList col, c10::IntArr
         disjoint, temporal_strategy, return_edge_id, generator, /*draw=*/false);
     p.rowptr.push_back(one.rowptr), p.col.push_back(one.col), p.edge_time.push_back(one.edge_time);
     p.edge_weight.push_back(one.edge_weight);
-    p.num_nodes[expanded] = rowptr[t].size(0) - 1;
+    const int64_t n = rowptr[t].size(0) - 1;
+    TORCH_CHECK(p.num_nodes[expanded] < 0 || p.num_nodes[expanded] == n, op, ": the edge types expanding node type ",
+                expanded, " disagree on its number of nodes (", p.num_nodes[expanded], " and ", n,
+                " rows of 'rowptr')");
+    p.num_nodes[expanded] = n;
   }
   for (size_t k = 0; k < K; ++k) {
     const OptTensor s = seed.get(k);
@@ -94,13 +98,19 @@ HeteroProblem plan_hetero(at::TensorList rowptr, at::TensorList col, c10::IntArr
                                                "node_time", &node_time, &p.node_time},
                                            {"seed_time", &seed_time, &p.seed_time}}) {
       const OptTensor times = entry(*list, k);
-      if (times) core::check_dtype(op, name, *times, at::kLong);
+      if (times) {
+        core::check_dtype(op, name, *times, at::kLong);
+        const int64_t want = list == &node_time ? p.num_nodes[k] : (s ? s->size(0) : 0);
+        TORCH_CHECK(times->dim() == 1 && (want < 0 || times->size(0) == want), op, ": argument '", name,
+                    "' of node type ", k, " has shape ", times->sizes(), ", expected [", want, "]");
+      }
       into->push_back(times ? OptTensor(times->contiguous()) : std::nullopt);
     }
   }
   const bool temporal = !node_time.empty() || !edge_time.empty();
   TORCH_CHECK(!temporal || disjoint, op, ": temporal sampling (node_time or edge_time) needs disjoint=True");
   TORCH_CHECK(node_time.empty() || edge_time.empty(), op, ": arguments 'node_time' and 'edge_time' exclude each other");
+  TORCH_CHECK(edge_time.empty() || !seed_time.empty(), op, ": argument 'edge_time' needs 'seed_time'");
   p.src_type = src_type.vec(), p.dst_type = dst_type.vec(), p.num_neighbors = num_neighbors.vec();
   p.hops = static_cast<int64_t>(num_neighbors.size() / T);
   p.csc = csc, p.replace = replace, p.disjoint = disjoint, p.last = temporal_strategy == "last";
@@ -144,8 +154,6 @@ HeteroResult hetero_sample(const HeteroProblem& p) {
       }
     }
   }
-  const bool temporal = std::any_of(p.node_time.begin(), p.node_time.end(), [](const OptTensor& t) { return t; }) ||
-                        std::any_of(p.edge_time.begin(), p.edge_time.end(), [](const OptTensor& t) { return t; });
 
   std::vector<std::vector<index_t>> rows(T), cols(T);
   std::vector<std::vector<int64_t>> edges(T), edges_per_hop(T);
@@ -164,9 +172,11 @@ HeteroResult hetero_sample(const HeteroProblem& p) {
       const HopOptions hop{p.num_neighbors[t * p.hops + h], p.replace, p.last, data(p.node_time[to]),
                            data(p.edge_time[t]), weights[t].defined() ? weights[t].const_data_ptr<double>() : nullptr};
       const int64_t F = end[from] - begin[from];
+      // Temporal where this edge type has a time (its neighbours' or its own); else uniform, as pyg-lib.
+      const bool timed = hop.node_time != nullptr || hop.edge_time != nullptr;
       const auto [offset, picks] = pick_frontier(
           op, g, nodes[from].data() + begin[from], p.disjoint ? trees[from].data() + begin[from] : nullptr,
-          temporal ? roots.data() : nullptr, F, hop, p.key, static_cast<uint64_t>(h * T + t), begin[from]);
+          timed ? roots.data() : nullptr, F, hop, p.key, static_cast<uint64_t>(h * T + t), begin[from]);
       BadValue bad_col;
       for (int64_t f = 0; f < F; ++f) {
         const int64_t i = begin[from] + f, tr = p.disjoint ? trees[from][i] : 0;

@@ -927,3 +927,18 @@ def test_hetero_edges_exist_and_counts_add_up(csc: bool, disjoint: bool) -> None
         assert sum(nodes[t]) == n.size(0) and nodes[t][0] == seeds[t].numel()
         keys = [tuple(k) for k in n.tolist()] if disjoint else n.tolist()
         assert len(set(keys)) == len(keys), f"a node of type {t} twice"
+
+
+def test_hetero_types_without_time_sample_uniformly() -> None:
+    """Temporal sampling where only some types have a time (as PyG collects
+    them): the others' edges are sampled without a time window."""
+    out = torchplug.hetero_neighbor_sample(
+        ["paper", "author"], [("author", "writes", "paper")], {"author__writes__paper": torch.tensor([0, 2, 3])},
+        {"author__writes__paper": torch.tensor([0, 1, 0])}, {"paper": torch.tensor([0, 1])},
+        {"author__writes__paper": [-1]}, node_time_dict={"paper": torch.tensor([5, 5])}, csc=True, disjoint=True)
+    assert out[5]["author__writes__paper"] == [3]  # every edge of both papers, authors having no time
+
+
+def test_random_walk_stops_at_a_bad_column() -> None:
+    with pytest.raises(IndexError, match=r"torchplug::random_walk: argument 'col'"):
+        torchplug.random_walk(torch.tensor([0, 1]), torch.tensor([1 << 40]), torch.tensor([0]), 3)

@@ -110,8 +110,9 @@ def gatv2(layer, x, edge_index, edge_attr=None, return_attention_weights=None) -
 def transformer(layer, x, edge_index, edge_attr=None, return_attention_weights=None) -> Optional[Tensor]:
     """TransformerConv's forward, or None for PyG's."""
     x_src, x_dst, _ = _pair(x)
-    if x_src is None or edge_attr is not None or return_attention_weights is not None:
-        return None
+    if (x_src is None or edge_attr is not None or layer.lin_edge is not None
+            or return_attention_weights is not None):
+        return None  # with edge_dim set, PyG's message needs edge_attr (and asserts so)
     H, C = layer.heads, layer.out_channels
     query = layer.lin_query(x_dst).view(-1, H, C)
     key = layer.lin_key(x_src).view(-1, H, C)
