@@ -26,11 +26,14 @@ constexpr int64_t kPrefetchEdges = 16;
 // (core/vectorise.h): weight[0] * source[0, C) for one head (H = 1, C = F),
 // or each head h's weight[h] * source[h * C, (h + 1) * C) in one call per
 // edge (a call per head, through the clones' dispatch, cost more than the
-// few features it combined).
-template <typename Policy, typename scalar_t, typename acc_t, typename held_t>
+// few features it combined). kC > 0 fixes C at compile time, for the widths
+// of attention heads (8, 16), whose loops then vectorise whole.
+template <typename Policy, int64_t kC, typename scalar_t, typename acc_t, typename held_t>
 TORCHPLUG_VECTORISED_CLONES void add_message(acc_t* __restrict__ into, held_t* __restrict__ holder,
                                              const scalar_t* __restrict__ source,
-                                             const scalar_t* __restrict__ weight, held_t k, int64_t H, int64_t C) {
+                                             const scalar_t* __restrict__ weight, held_t k, int64_t H,
+                                             int64_t runtime_C) {
+  const int64_t C = kC > 0 ? kC : runtime_C;
   for (int64_t h = 0; h < H; ++h) {
     const acc_t w = weight != nullptr ? static_cast<acc_t>(weight[h]) : acc_t(1);
     for (int64_t f = h * C; f < (h + 1) * C; ++f) {
@@ -79,8 +82,14 @@ void spmm_rows(const SpmmProblem& p) {
       held_t* __restrict__ holder = held.data();
       for (int64_t k = start; k < end; ++k) {
         if (k + kPrefetchEdges < p.nnz) prefetch_row(x + col[k + kPrefetchEdges] * F, F);
-        add_message<Policy>(into, holder, x + col[k] * F, value != nullptr ? value + k * H : nullptr,
-                            static_cast<held_t>(k), H, C);
+        const scalar_t* weight = value != nullptr ? value + k * H : nullptr;
+        if (H > 1 && C == 8) {
+          add_message<Policy, 8>(into, holder, x + col[k] * F, weight, static_cast<held_t>(k), H, C);
+        } else if (H > 1 && C == 16) {
+          add_message<Policy, 16>(into, holder, x + col[k] * F, weight, static_cast<held_t>(k), H, C);
+        } else {
+          add_message<Policy, 0>(into, holder, x + col[k] * F, weight, static_cast<held_t>(k), H, C);
+        }
       }
       const int64_t count = end - start;
       for (int64_t f = 0; f < F; ++f) {

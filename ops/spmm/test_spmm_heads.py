@@ -1,6 +1,6 @@
 """spmm with one weight per head (value [nnz, H], x [N, H, C]) and sddmm per
 head against plain PyTorch in float64 on the same inputs: every head count
-from 1 to 8, head widths 1, 3, 8, 64 and 200, rows of 0 and 1 edges and
+from 1 to 8, head widths 1, 3, 8, 16, 64 and 200, rows of 0 and 1 edges and
 past CUDA's long-row split, gradcheck and gradgradcheck, bitwise
 repeatable backward, and errors (the gradients against float64 autograd:
 test_spmm.py's value-gradient test, per head too)."""
@@ -16,7 +16,7 @@ from spmm_reference import spmm_reference
 from torchplug._reductions import implemented
 
 REDUCES = tuple(r.name for r in implemented(vars(torchplug), "spmm_{}"))
-WIDTHS = (1, 3, 8, 64, 200)
+WIDTHS = (1, 3, 8, 16, 64, 200)
 
 
 def graph(g: torch.Generator, N: int = 300):
