@@ -25,22 +25,12 @@ namespace {
 
 using core::NamedTensor;
 
-// rowptr [N + 1] and col [E], the seeds (1-D, values in [0, N)): one index
-// dtype, one device.
-void check_graph(const char* op, const at::Tensor& rowptr, const at::Tensor& col, NamedTensor seeds) {
+// The seeds (1-D, values in [0, N)), in the graph's index dtype and device.
+void check_seeds(const char* op, const at::Tensor& rowptr, NamedTensor seeds) {
   const at::Tensor& seed = *seeds.second;
-  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col), seeds});
-  core::check_dtype_in(op, "rowptr", rowptr, kIndexDtypes);
-  core::check_same_dtype(op, TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col));
+  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), seeds});
   core::check_same_dtype(op, TORCHPLUG_ARG(rowptr), seeds);
-  TORCH_CHECK(rowptr.dim() == 1 && rowptr.size(0) >= 1, op,
-              ": argument 'rowptr' must be 1-D with at least one value, got shape ", rowptr.sizes());
-  TORCH_CHECK(col.dim() == 1, op, ": argument 'col' must be 1-D, got shape ", col.sizes());
   TORCH_CHECK(seed.dim() == 1, op, ": argument '", seeds.first, "' must be 1-D, got shape ", seed.sizes());
-  const at::Tensor ends = at::stack({rowptr[0], rowptr[-1]}).to(at::kLong).cpu();  // one read on a device
-  TORCH_CHECK_INDEX(ends[0].item<int64_t>() == 0 && ends[1].item<int64_t>() == col.size(0), op,
-                    ": argument 'rowptr' must start at 0 and end at E = col.size(0) = ", col.size(0), ", got ",
-                    ends[0].item<int64_t>(), " and ", ends[1].item<int64_t>());
   core::check_index_range(op, seeds.first, core::index_bounds(seed.to(at::kLong)), rowptr.size(0) - 1);
 }
 
@@ -55,6 +45,36 @@ void check_times(const char* op, const char* arg, const OptTensor& t, int64_t si
 
 }  // namespace
 
+void check_graph(const char* op, const at::Tensor& rowptr, const at::Tensor& col) {
+  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col)});
+  core::check_dtype_in(op, "rowptr", rowptr, kIndexDtypes);
+  core::check_same_dtype(op, TORCHPLUG_ARG(rowptr), TORCHPLUG_ARG(col));
+  TORCH_CHECK(rowptr.dim() == 1 && rowptr.size(0) >= 1, op,
+              ": argument 'rowptr' must be 1-D with at least one value, got shape ", rowptr.sizes());
+  TORCH_CHECK(col.dim() == 1, op, ": argument 'col' must be 1-D, got shape ", col.sizes());
+  const at::Tensor ends = at::stack({rowptr[0], rowptr[-1]}).to(at::kLong).cpu();  // one read on a device
+  TORCH_CHECK_INDEX(ends[0].item<int64_t>() == 0 && ends[1].item<int64_t>() == col.size(0), op,
+                    ": argument 'rowptr' must start at 0 and end at E = col.size(0) = ", col.size(0), ", got ",
+                    ends[0].item<int64_t>(), " and ", ends[1].item<int64_t>());
+}
+
+void check_edges(const char* op, const at::Tensor& rowptr, const at::Tensor& col, c10::IntArrayRef num_neighbors,
+                 const OptTensor& edge_time, const OptTensor& edge_weight) {
+  check_graph(op, rowptr, col);
+  const int64_t E = col.size(0);
+  for (size_t h = 0; h < num_neighbors.size(); ++h) {
+    TORCH_CHECK(num_neighbors[h] >= -1, op, ": argument 'num_neighbors' holds ", num_neighbors[h], " at hop ", h,
+                ": a fanout is at least 0, or -1 for every neighbour");
+  }
+  check_times(op, "edge_time", edge_time, E, "E = col.size(0)", rowptr);
+  if (edge_weight) {
+    core::check_same_device(op, {TORCHPLUG_ARG(rowptr), {"edge_weight", &*edge_weight}});
+    core::check_dtype_in(op, "edge_weight", *edge_weight, {at::kFloat, at::kDouble});
+    TORCH_CHECK(edge_weight->dim() == 1 && edge_weight->size(0) == E, op, ": argument 'edge_weight' of shape ",
+                edge_weight->sizes(), " must be [", E, "] (E = col.size(0))");
+  }
+}
+
 uint64_t draw_key(const std::optional<at::Generator>& generator, const at::Device& device) {
   const at::Device on = generator ? generator->device() : device;
   const at::Tensor key = at::randint(std::numeric_limits<int64_t>::max(), {1}, generator,
@@ -67,19 +87,14 @@ SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& c
                                    const OptTensor& edge_time, const OptTensor& seed_time,
                                    const OptTensor& edge_weight, bool csc, bool replace, bool directed,
                                    bool disjoint, c10::string_view temporal_strategy, bool return_edge_id,
-                                   const std::optional<at::Generator>& generator, bool draw) {
+                                   const std::optional<at::Generator>& generator) {
   const char* op = kNeighborSample.name().c_str();
-  check_graph(op, rowptr, col, TORCHPLUG_ARG(seed));
-  const int64_t N = rowptr.size(0) - 1, E = col.size(0);
-  for (size_t h = 0; h < num_neighbors.size(); ++h) {
-    TORCH_CHECK(num_neighbors[h] >= -1, op, ": argument 'num_neighbors' holds ", num_neighbors[h], " at hop ", h,
-                ": a fanout is at least 0, or -1 for every neighbour");
-  }
+  check_edges(op, rowptr, col, num_neighbors, edge_time, edge_weight);
+  check_seeds(op, rowptr, TORCHPLUG_ARG(seed));
   TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last", op,
               ": argument 'temporal_strategy' must be \"uniform\" or \"last\", got \"", std::string(temporal_strategy),
               "\"");
-  check_times(op, "node_time", node_time, N, "N = rowptr.size(0) - 1", rowptr);
-  check_times(op, "edge_time", edge_time, E, "E = col.size(0)", rowptr);
+  check_times(op, "node_time", node_time, rowptr.size(0) - 1, "N = rowptr.size(0) - 1", rowptr);
   check_times(op, "seed_time", seed_time, seed.size(0), "one per seed", rowptr);
   const bool temporal = node_time || edge_time;
   TORCH_CHECK(!(node_time && edge_time), op, ": arguments 'node_time' and 'edge_time' exclude each other");
@@ -87,13 +102,7 @@ SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& c
   TORCH_CHECK(!edge_time || seed_time, op, ": argument 'edge_time' needs 'seed_time'");
   TORCH_CHECK(!seed_time || temporal, op, ": argument 'seed_time' needs 'node_time' or 'edge_time'");
   TORCH_CHECK(directed || !disjoint, op, ": directed=False (the induced subgraph) takes no disjoint=True");
-  if (edge_weight) {
-    TORCH_CHECK(!temporal, op, ": argument 'edge_weight' takes no temporal sampling");
-    core::check_same_device(op, {TORCHPLUG_ARG(rowptr), {"edge_weight", &*edge_weight}});
-    core::check_dtype_in(op, "edge_weight", *edge_weight, {at::kFloat, at::kDouble});
-    TORCH_CHECK(edge_weight->dim() == 1 && edge_weight->size(0) == E, op, ": argument 'edge_weight' of shape ",
-                edge_weight->sizes(), " must be [", E, "] (E = col.size(0))");
-  }
+  TORCH_CHECK(!edge_weight || !temporal, op, ": argument 'edge_weight' takes no temporal sampling");
   const auto contiguous = [](const OptTensor& t) { return t ? OptTensor(t->contiguous()) : std::nullopt; };
   return {rowptr.contiguous(),
           col.contiguous(),
@@ -109,23 +118,26 @@ SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& c
           disjoint,
           temporal_strategy == "last",
           return_edge_id,
-          draw ? draw_key(generator, rowptr.device()) : 0};
+          draw_key(generator, rowptr.device())};
 }
 
 WalkProblem plan_random_walk(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
-                             int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator,
-                             bool draw) {
+                             int64_t walk_length, double p, double q,
+                             const std::optional<at::Generator>& generator) {
   const char* op = kRandomWalk.name().c_str();
-  check_graph(op, rowptr, col, TORCHPLUG_ARG(seed));
+  check_graph(op, rowptr, col);
+  check_seeds(op, rowptr, TORCHPLUG_ARG(seed));
   TORCH_CHECK(walk_length >= 0, op, ": argument 'walk_length' must be at least 0, got ", walk_length);
   TORCH_CHECK(p > 0 && q > 0, op, ": arguments 'p' and 'q' must be positive, got p=", p, " q=", q);
   return {rowptr.contiguous(), col.contiguous(), seed.contiguous(), walk_length, p, q,
-          draw ? draw_key(generator, rowptr.device()) : 0};
+          draw_key(generator, rowptr.device())};
 }
 
 SubgraphProblem plan_subgraph(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& nodes,
                               bool return_edge_id) {
-  check_graph(kSubgraph.name().c_str(), rowptr, col, TORCHPLUG_ARG(nodes));
+  const char* op = kSubgraph.name().c_str();
+  check_graph(op, rowptr, col);
+  check_seeds(op, rowptr, TORCHPLUG_ARG(nodes));
   return {rowptr.contiguous(), col.contiguous(), nodes.contiguous(), return_edge_id};
 }
 
@@ -151,7 +163,7 @@ SampleResult neighbor_sample_kernel(const at::Tensor& rowptr, const at::Tensor& 
 at::Tensor random_walk_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
                               int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator) {
   core::check_cpu(kRandomWalk.name().c_str(), "rowptr", rowptr);
-  return random_walk_cpu(plan_random_walk(rowptr, col, seed, walk_length, p, q, generator, true));
+  return random_walk_cpu(plan_random_walk(rowptr, col, seed, walk_length, p, q, generator));
 }
 
 at::Tensor random_walk_meta(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,

@@ -498,7 +498,7 @@ at::Tensor random_walk_kernel(const at::Tensor& rowptr, const at::Tensor& col, c
                               int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator) {
   core::check_cuda(kRandomWalk.name().c_str(), "rowptr", rowptr);
   const c10::cuda::CUDAGuard guard(rowptr.device());
-  const WalkProblem w = plan_random_walk(rowptr, col, seed, walk_length, p, q, generator, true);
+  const WalkProblem w = plan_random_walk(rowptr, col, seed, walk_length, p, q, generator);
   at::Tensor out;
   AT_DISPATCH_INDEX_TYPES(w.rowptr.scalar_type(), "torchplug::random_walk", [&] { out = walk_cuda<index_t>(w); });
   return out;

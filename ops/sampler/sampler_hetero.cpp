@@ -70,16 +70,13 @@ HeteroProblem plan_hetero(at::TensorList rowptr, at::TensorList col, c10::IntArr
       TORCH_CHECK(type >= 0 && type < static_cast<int64_t>(K), op, ": edge type ", t, " names node type ", type,
                   ", outside the ", K, " node types");
     }
-    // Each edge type checked as neighbor_sample checks its graph, with an empty frontier.
     const int64_t expanded = csc ? dst_type[t] : src_type[t];
-    const OptTensor times = entry(edge_time, t);
-    const SampleProblem one = plan_neighbor_sample(
-        rowptr[t], col[t], rowptr[t].new_empty({0}),
-        num_neighbors.slice(t * (num_neighbors.size() / T), num_neighbors.size() / T), std::nullopt, times,
-        times ? OptTensor(at::empty({0}, times->options())) : std::nullopt, entry(edge_weight, t), csc, replace, true,
-        disjoint, temporal_strategy, return_edge_id, generator, /*draw=*/false);
-    p.rowptr.push_back(one.rowptr), p.col.push_back(one.col), p.edge_time.push_back(one.edge_time);
-    p.edge_weight.push_back(one.edge_weight);
+    const int64_t hops = static_cast<int64_t>(num_neighbors.size() / T);
+    const OptTensor times = entry(edge_time, t), weight = entry(edge_weight, t);
+    check_edges(op, rowptr[t], col[t], num_neighbors.slice(t * hops, hops), times, weight);
+    const auto dense = [](const OptTensor& v) { return v ? OptTensor(v->contiguous()) : std::nullopt; };
+    p.rowptr.push_back(rowptr[t].contiguous()), p.col.push_back(col[t].contiguous());
+    p.edge_time.push_back(dense(times)), p.edge_weight.push_back(dense(weight));
     const int64_t n = rowptr[t].size(0) - 1;
     TORCH_CHECK(p.num_nodes[expanded] < 0 || p.num_nodes[expanded] == n, op, ": the edge types expanding node type ",
                 expanded, " disagree on its number of nodes (", p.num_nodes[expanded], " and ", n,
@@ -111,6 +108,10 @@ HeteroProblem plan_hetero(at::TensorList rowptr, at::TensorList col, c10::IntArr
   TORCH_CHECK(!temporal || disjoint, op, ": temporal sampling (node_time or edge_time) needs disjoint=True");
   TORCH_CHECK(node_time.empty() || edge_time.empty(), op, ": arguments 'node_time' and 'edge_time' exclude each other");
   TORCH_CHECK(edge_time.empty() || !seed_time.empty(), op, ": argument 'edge_time' needs 'seed_time'");
+  TORCH_CHECK(edge_weight.empty() || !temporal, op, ": argument 'edge_weight' takes no temporal sampling");
+  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last", op,
+              ": argument 'temporal_strategy' must be \"uniform\" or \"last\", got \"", std::string(temporal_strategy),
+              "\"");
   p.src_type = src_type.vec(), p.dst_type = dst_type.vec(), p.num_neighbors = num_neighbors.vec();
   p.hops = static_cast<int64_t>(num_neighbors.size() / T);
   p.csc = csc, p.replace = replace, p.disjoint = disjoint, p.last = temporal_strategy == "last";

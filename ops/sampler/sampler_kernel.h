@@ -79,16 +79,22 @@ struct SubgraphProblem {
   bool return_edge_id;
 };
 
-// The checks (sampler.cpp); the plans draw no key for `draw` false.
+// The checks (sampler.cpp), errors naming `op`: a CSR graph (rowptr [N + 1]
+// starting at 0 and ending at E, col [E]; int32 or int64), and with it the
+// fanouts and the per-edge times and weights neighbor_sample takes.
+void check_graph(const char* op, const at::Tensor& rowptr, const at::Tensor& col);
+void check_edges(const char* op, const at::Tensor& rowptr, const at::Tensor& col, c10::IntArrayRef num_neighbors,
+                 const OptTensor& edge_time, const OptTensor& edge_weight);
+
+// The checked problems, each with its key drawn.
 SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
                                    c10::IntArrayRef num_neighbors, const OptTensor& node_time,
                                    const OptTensor& edge_time, const OptTensor& seed_time,
                                    const OptTensor& edge_weight, bool csc, bool replace, bool directed,
                                    bool disjoint, c10::string_view temporal_strategy, bool return_edge_id,
-                                   const std::optional<at::Generator>& generator, bool draw = true);
+                                   const std::optional<at::Generator>& generator);
 WalkProblem plan_random_walk(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
-                             int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator,
-                             bool draw);
+                             int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator);
 SubgraphProblem plan_subgraph(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& nodes,
                               bool return_edge_id);
 
