@@ -8,8 +8,8 @@
 // open-addressing table and keeps the smallest pick position per new key
 // (atomicMin); the picks that hold their key's smallest position are the new
 // nodes, numbered by a scan in pick order. random_walk: a thread per seed.
-// subgraph: a table of node positions, a thread per node counting and then
-// writing its kept edges.
+// subgraph: its nodes numbered in the same table, then, as the induced
+// sample, a thread per node counting and then writing its kept edges.
 //
 // A rowptr entry or column outside the graph is checked up front in checked
 // mode (torchplug.set_checks); outside it a malformed row counts as empty and
@@ -92,10 +92,17 @@ __global__ void insert_seeds_kernel(int64_t B, const int64_t* seed, int64_t N, b
   }
 }
 
-__global__ void number_seeds_kernel(int64_t B, const int64_t* seed, int64_t N, bool disjoint, Table t) {
+// Each key's first position becomes its local id; `repeated` (if given) is
+// raised for a key named twice.
+__global__ void number_seeds_kernel(int64_t B, const int64_t* seed, int64_t N, bool disjoint, Table t,
+                                    int32_t* repeated) {
   TORCHPLUG_GRID_STRIDE_LOOP(b, B) {
     const int64_t slot = find(t, disjoint ? b * N + seed[b] : seed[b]);
-    if (t.first[slot] == static_cast<unsigned long long>(b)) t.local[slot] = b;
+    if (t.first[slot] == static_cast<unsigned long long>(b)) {
+      t.local[slot] = b;
+    } else if (repeated != nullptr) {
+      *repeated = 1;
+    }
   }
 }
 
@@ -195,7 +202,9 @@ __global__ void edges_kernel(int64_t P, const int64_t* slot_of, const int64_t* k
   }
 }
 
-// directed=False: every edge among the sampled nodes, by node; `write` false counts them.
+// The edges among a node set (its keys in the table, numbered): each node's
+// edges to a node of the set, counted (rows null), then written from
+// end_of[i - 1] in edge order (neighbor_sample's directed=False, subgraph).
 template <typename index_t>
 __global__ void induced_kernel(int64_t n, const int64_t* nodes, const index_t* rowptr, const index_t* col, int64_t N,
                                int64_t E, Table t, const int64_t* end_of, int64_t* counts, int64_t* rows,
@@ -214,7 +223,7 @@ __global__ void induced_kernel(int64_t n, const int64_t* nodes, const index_t* r
   }
 }
 
-// ---- random_walk and subgraph kernels ---------------------------------------
+// ---- random_walk kernel ----------------------------------------------------
 
 template <typename index_t>
 __global__ void walk_kernel(int64_t S, const index_t* rowptr, const index_t* col, int64_t N, int64_t E,
@@ -253,37 +262,6 @@ __global__ void walk_kernel(int64_t S, const index_t* rowptr, const index_t* col
       previous = v, v = next;
       out[i * (L + 1) + step] = static_cast<index_t>(v);
     }
-  }
-}
-
-template <typename index_t>
-__global__ void positions_kernel(int64_t n, const index_t* nodes, int64_t* position, int32_t* flags) {
-  TORCHPLUG_GRID_STRIDE_LOOP(i, n) {
-    if (atomicCAS(reinterpret_cast<unsigned long long*>(position + nodes[i]), static_cast<unsigned long long>(kEmpty),
-                  static_cast<unsigned long long>(i)) != static_cast<unsigned long long>(kEmpty)) {
-      flags[kRepeatedNode] = 1;
-    }
-  }
-}
-
-// Each node's kept edges: counted (out_col null), then written at end_of[i - 1].
-template <typename index_t>
-__global__ void subgraph_kernel(int64_t n, const index_t* nodes, const index_t* rowptr, const index_t* col, int64_t N,
-                                int64_t E, const int64_t* position, const int64_t* end_of, int64_t* counts,
-                                index_t* out_col, index_t* ids) {
-  TORCHPLUG_GRID_STRIDE_LOOP(i, n) {
-    int64_t a = 0, b = 0, at = out_col == nullptr ? 0 : (i == 0 ? 0 : end_of[i - 1]);
-    read_row(rowptr, E, nodes[i], a, b);
-    for (int64_t e = a; e < b; ++e) {
-      const int64_t c = col[e];
-      if (c < 0 || c >= N || position[c] == kEmpty) continue;
-      if (out_col != nullptr) {
-        out_col[at] = static_cast<index_t>(position[c]);
-        if (ids != nullptr) ids[at] = static_cast<index_t>(e);
-      }
-      ++at;
-    }
-    if (out_col == nullptr) counts[i] = at;
   }
 }
 
@@ -340,6 +318,25 @@ void ensure(TableStorage& table, int64_t capacity) {
   table = bigger;
 }
 
+// (end_of [n], rows, cols, ids): induced_kernel's count, scan and write, int64.
+template <typename index_t>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> edges_among(const at::Tensor& nodes, const index_t* rowptr,
+                                                                       const index_t* col, int64_t N, int64_t E,
+                                                                       const Table& t) {
+  const int64_t n = nodes.size(0);
+  at::Tensor counts = at::empty({n}, nodes.options());
+  core::launch(induced_kernel<index_t>, n, n, nodes.const_data_ptr<int64_t>(), rowptr, col, N, E, t, nullptr,
+               counts.mutable_data_ptr<int64_t>(), nullptr, nullptr, nullptr);
+  const at::Tensor end_of = at::cumsum(counts, 0);
+  const int64_t total = last_of(end_of);
+  at::Tensor r = at::empty({total}, nodes.options()), c = at::empty({total}, nodes.options()),
+             e = at::empty({total}, nodes.options());
+  core::launch(induced_kernel<index_t>, n, n, nodes.const_data_ptr<int64_t>(), rowptr, col, N, E, t,
+               end_of.const_data_ptr<int64_t>(), nullptr, r.mutable_data_ptr<int64_t>(), c.mutable_data_ptr<int64_t>(),
+               e.mutable_data_ptr<int64_t>());
+  return {end_of, r, c, e};
+}
+
 template <typename index_t>
 NeighborSample sample_cuda(const SampleProblem& p) {
   const char* op = kNeighborSample.name().c_str();
@@ -362,7 +359,7 @@ NeighborSample sample_cuda(const SampleProblem& p) {
 
   TableStorage table = TableStorage::make(B, longs);
   core::launch(insert_seeds_kernel, B, B, frontier.const_data_ptr<int64_t>(), N, p.disjoint, table.view());
-  core::launch(number_seeds_kernel, B, B, frontier.const_data_ptr<int64_t>(), N, p.disjoint, table.view());
+  core::launch(number_seeds_kernel, B, B, frontier.const_data_ptr<int64_t>(), N, p.disjoint, table.view(), nullptr);
   int64_t found = B, frontier_base = 0;
   for (int64_t h = 0; h < static_cast<int64_t>(p.num_neighbors.size()); ++h) {
     const int64_t count = p.num_neighbors[h], F = frontier.size(0);
@@ -412,17 +409,7 @@ NeighborSample sample_cuda(const SampleProblem& p) {
   at::Tensor node_id = at::cat(nodes);
   if (!p.directed) {
     edges_per_hop.clear();
-    const int64_t n = node_id.size(0);
-    at::Tensor counts = at::empty({n}, longs);
-    const Table t = table.view();
-    core::launch(induced_kernel<index_t>, n, n, node_id.const_data_ptr<int64_t>(), rowptr, col, N, E, t, nullptr,
-                 counts.mutable_data_ptr<int64_t>(), nullptr, nullptr, nullptr);
-    const at::Tensor end_of = at::cumsum(counts, 0);
-    const int64_t total = last_of(end_of);
-    at::Tensor r = at::empty({total}, longs), c = at::empty({total}, longs), e = at::empty({total}, longs);
-    core::launch(induced_kernel<index_t>, n, n, node_id.const_data_ptr<int64_t>(), rowptr, col, N, E, t,
-                 end_of.const_data_ptr<int64_t>(), nullptr, r.mutable_data_ptr<int64_t>(),
-                 c.mutable_data_ptr<int64_t>(), e.mutable_data_ptr<int64_t>());
+    const auto [end_of, r, c, e] = edges_among<index_t>(node_id, rowptr, col, N, E, table.view());
     rows = {r}, cols = {c}, ids = {e};
   }
   const auto dtype = p.rowptr.scalar_type();
@@ -453,27 +440,20 @@ template <typename index_t>
 std::tuple<at::Tensor, at::Tensor, OptTensor> subgraph_cuda(const SubgraphProblem& p) {
   const char* op = kSubgraph.name().c_str();
   check_graph_values(op, p.rowptr, p.col);
-  const auto longs = p.rowptr.options().dtype(at::kLong);
   const int64_t N = p.rowptr.size(0) - 1, E = p.col.size(0), n = p.nodes.size(0);
-  const index_t* nodes = p.nodes.const_data_ptr<index_t>();
-  at::Tensor position = at::full({N}, kEmpty, longs), flags = at::zeros({kFlags}, longs.dtype(at::kInt));
-  core::launch(positions_kernel<index_t>, n, n, nodes, position.mutable_data_ptr<int64_t>(),
-               flags.mutable_data_ptr<int32_t>());
+  const at::Tensor nodes = p.nodes.to(at::kLong);
+  TableStorage table = TableStorage::make(n, nodes.options());
+  at::Tensor flags = at::zeros({kFlags}, nodes.options().dtype(at::kInt));
+  core::launch(insert_seeds_kernel, n, n, nodes.const_data_ptr<int64_t>(), N, false, table.view());
+  core::launch(number_seeds_kernel, n, n, nodes.const_data_ptr<int64_t>(), N, false, table.view(),
+               flags.mutable_data_ptr<int32_t>() + kRepeatedNode);
   raise_flags(op, flags);
-  at::Tensor counts = at::empty({n}, longs);
-  core::launch(subgraph_kernel<index_t>, n, n, nodes, p.rowptr.const_data_ptr<index_t>(),
-               p.col.const_data_ptr<index_t>(), N, E, position.const_data_ptr<int64_t>(), nullptr,
-               counts.mutable_data_ptr<int64_t>(), nullptr, nullptr);
-  const at::Tensor end_of = at::cumsum(counts, 0);
-  const int64_t total = last_of(end_of);
-  at::Tensor out_col = at::empty({total}, p.rowptr.options());
-  at::Tensor edge_id = p.return_edge_id ? at::empty({total}, p.rowptr.options()) : at::Tensor();
-  core::launch(subgraph_kernel<index_t>, n, n, nodes, p.rowptr.const_data_ptr<index_t>(),
-               p.col.const_data_ptr<index_t>(), N, E, position.const_data_ptr<int64_t>(),
-               end_of.const_data_ptr<int64_t>(), nullptr, out_col.mutable_data_ptr<index_t>(),
-               edge_id.defined() ? edge_id.mutable_data_ptr<index_t>() : nullptr);
-  const at::Tensor out_rowptr = at::cat({at::zeros({1}, longs), end_of}).to(p.rowptr.scalar_type());
-  return {out_rowptr, out_col, p.return_edge_id ? OptTensor(edge_id) : std::nullopt};
+  const auto [end_of, rows, cols, ids] =
+      edges_among<index_t>(nodes, p.rowptr.const_data_ptr<index_t>(), p.col.const_data_ptr<index_t>(), N, E,
+                           table.view());
+  const auto dtype = p.rowptr.scalar_type();
+  const at::Tensor out_rowptr = at::cat({at::zeros({1}, nodes.options()), end_of}).to(dtype);
+  return {out_rowptr, cols.to(dtype), p.return_edge_id ? OptTensor(ids.to(dtype)) : std::nullopt};
 }
 
 // ---- the CUDA entry points ------------------------------------------------------
