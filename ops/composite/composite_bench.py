@@ -12,7 +12,8 @@ from torch import Tensor
 
 import torchplug
 from torchplug.bench.candidates import TORCHPLUG, Candidate, Lineup, torch_scatter
-from torchplug.bench.workloads import ScatterInputs, Scale, count_label, dtype_label
+from torchplug.bench.workloads import (ScatterInputs, Scale, count_label, draw_index, dtype_label, index_label,
+                                       largest_row)
 
 try:
     from torch_geometric.utils import softmax as pyg_softmax
@@ -22,8 +23,9 @@ except ImportError:
 
 @dataclass(frozen=True)
 class CompositeWorkload:
-    """A composite over ``E x F`` rows of ``src`` grouped into ``N`` by a
-    random or sorted index along dim 0: ``softmax`` (GAT's per-node
+    """A composite over ``E x F`` rows of ``src`` grouped into ``N`` by an
+    index along dim 0 (uniformly random or Chung-Lu power-law of ``exponent``,
+    sorted if asked): ``softmax`` (GAT's per-node
     attention, F heads), ``softmax_fwbw`` (forward plus backward), ``logsumexp``
     or ``std``."""
 
@@ -34,17 +36,18 @@ class CompositeWorkload:
     n: int
     sorted_index: bool = False
     dtype: torch.dtype = torch.float32
+    exponent: float | None = None
 
     @property
     def name(self) -> str:
         """Table label, e.g. ``scatter_softmax fw+bw E=10M F=8 N=1M random float32``."""
         op = "scatter_softmax fw+bw" if self.kind == "softmax_fwbw" else f"scatter_{self.kind}"
-        order = "sorted" if self.sorted_index else "random"
+        order = index_label(self.exponent, self.sorted_index)
         return f"{op} E={count_label(self.e)} F={self.f} N={count_label(self.n)} {order} {dtype_label(self.dtype)}"
 
     @property
     def terms_per_output(self) -> float:
-        return max(1.0, self.e / self.n)
+        return largest_row(self.n, self.e, self.exponent)
 
     def min_bytes(self) -> int:
         """softmax: read src and the index, write out; forward plus backward
@@ -60,12 +63,12 @@ class CompositeWorkload:
     def params(self) -> dict[str, object]:
         """The sizes, for the JSON record."""
         return {"kind": self.kind, "E": self.e, "F": self.f, "N": self.n,
-                "index": "sorted" if self.sorted_index else "random", "dtype": dtype_label(self.dtype)}
+                "index": index_label(self.exponent, self.sorted_index), "dtype": dtype_label(self.dtype)}
 
     def make_inputs(self, device: torch.device) -> ScatterInputs:
         """Random ``src`` and index (every group likely non-empty), sorted if asked."""
         src = torch.randn(self.e, self.f, device=device, dtype=self.dtype)
-        index = torch.randint(0, self.n, (self.e,), device=device)
+        index = draw_index(self.n, self.e, device, self.exponent)
         if self.sorted_index:
             index = index.sort().values
         return ScatterInputs(src, index, 0)
@@ -140,8 +143,10 @@ def workloads(scale: Scale) -> tuple[CompositeWorkload, ...]:
             *(CompositeWorkload(kind, 10 * m, 8, m, sorted_index=s)
               for kind in ("softmax", "softmax_fwbw") for s in (False, True)),
             *(CompositeWorkload(kind, 10 * m, 64, m) for kind in ("logsumexp", "std")),
+            *(CompositeWorkload(kind, 10 * m, 8, m, exponent=2.5) for kind in ("softmax", "softmax_fwbw")),
         )
     return (
         *(CompositeWorkload(kind, scale.e, 8, scale.n) for kind in ("softmax", "softmax_fwbw")),
         CompositeWorkload("std", scale.e, 16, scale.n),
+        CompositeWorkload("softmax_fwbw", scale.e, 8, scale.n, exponent=2.5),
     )

@@ -4,7 +4,6 @@ call instead (``python -m torchplug.bench --only scatter`` or ``segment``)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -16,16 +15,17 @@ import torchplug
 from torchplug._reductions import BY_NAME, REDUCTIONS
 from torchplug.bench.candidates import (CHECKED, DETERMINISTIC, EXPANDED, LENGTHS, TORCHPLUG, Candidate, Lineup,
                                         checked, deterministic, torch_scatter)
-from torchplug.bench.workloads import ScatterInputs, Scale, count_label, dtype_label, power_law
+from torchplug.bench.workloads import (ScatterInputs, Scale, count_label, degrees_label, draw_index, dtype_label,
+                                       index_label, largest_row, small_graph_sizes)
 
 
 @dataclass(frozen=True)
 class ScatterWorkload:
     """``scatter_<reduce>``: ``E x F`` elements of ``src`` into ``N`` slots along
     dim 0, or along the last dim of ``src [F, E]`` (``last_dim``, torch_scatter's
-    default ``dim=-1``). The index is uniformly random, sorted, or power-law
-    (``skew``: row ``r`` about as likely as ``1 / (r + 1)``, a real graph's few
-    hubs and long tail)."""
+    default ``dim=-1``). The index is uniformly random or power-law (Chung-Lu
+    degrees of ``exponent``: a real graph's few hubs and long tail), and
+    sorted if asked."""
 
     op: ClassVar[str] = "scatter"
     e: int
@@ -34,13 +34,13 @@ class ScatterWorkload:
     sorted_index: bool = False
     dtype: torch.dtype = torch.float32
     reduce: str = "sum"
-    skew: bool = False
+    exponent: float | None = None
     last_dim: bool = False
 
     @property
     def order(self) -> str:
-        """``"sorted"``, ``"power-law"`` or ``"random"``: how the index is made."""
-        return "sorted" if self.sorted_index else "power-law" if self.skew else "random"
+        """How the index is made, e.g. ``"sorted power-law 2.5"``."""
+        return index_label(self.exponent, self.sorted_index)
 
     @property
     def name(self) -> str:
@@ -53,10 +53,8 @@ class ScatterWorkload:
     @property
     def terms_per_output(self) -> float:
         """How many ``src`` rows one output row sums, for the tolerance: the
-        mean, or for a power-law index its largest row (about E / ln N)."""
-        if self.skew:
-            return max(1.0, self.e / math.log(self.n))
-        return max(1.0, self.e / self.n)
+        mean, or for a power-law index its largest row."""
+        return largest_row(self.n, self.e, self.exponent)
 
     def min_bytes(self) -> int:
         """Read ``src`` once, read ``index`` once, write the output (and min and
@@ -80,10 +78,7 @@ class ScatterWorkload:
         """Random ``src`` and the index, sorted if asked."""
         shape = (self.f, self.e) if self.last_dim else (self.e, self.f)
         src = torch.randn(shape, device=device, dtype=self.dtype)
-        if self.skew:
-            index = power_law(self.n, self.e, device)
-        else:
-            index = torch.randint(0, self.n, (self.e,), device=device)
+        index = draw_index(self.n, self.e, device, self.exponent)
         if self.sorted_index:
             index = index.sort().values
         return ScatterInputs(src, index, -1 if self.last_dim else 0)
@@ -109,9 +104,9 @@ class SegmentWorkload:
     """``kind``: ``segment_csr``/``segment_coo`` (``E x F`` sorted rows
     reduced into ``N`` segments), ``gather_csr``/``gather_coo`` (``N x F``
     rows copied out to their ``E`` positions), or ``scatter_backward``
-    (scatter_sum forward plus backward with a random index). ``split``:
-    ``uniform`` (segments of about E / N), ``skewed`` (power-law: a few
-    segments hold most of E). Every segment holds at least one row, so that
+    (scatter_sum forward plus backward with a random index). Segments are
+    about E / N long, or power-law (Chung-Lu lengths of ``exponent``: a few
+    hold much of E). Every segment holds at least one row, so that
     ``torch.segment_reduce`` (NaN or -inf for an empty one) is comparable."""
 
     op: ClassVar[str] = "segment"
@@ -120,7 +115,7 @@ class SegmentWorkload:
     f: int
     n: int
     reduce: str = "sum"
-    split: str = "uniform"
+    exponent: float | None = None
     dtype: torch.dtype = torch.float32
 
     @property
@@ -128,16 +123,13 @@ class SegmentWorkload:
         """Table label, e.g. ``segment_sum_csr E=10M F=64 N=1M uniform float32``."""
         op = {"segment_csr": f"segment_{self.reduce}_csr", "segment_coo": f"segment_{self.reduce}_coo",
               "scatter_backward": "scatter_sum fw+bw"}.get(self.kind, self.kind)
-        split = "random" if self.kind == "scatter_backward" else self.split
+        split = "random" if self.kind == "scatter_backward" else degrees_label(self.exponent)
         return f"{op} E={count_label(self.e)} F={self.f} N={count_label(self.n)} {split} {dtype_label(self.dtype)}"
 
     @property
     def terms_per_output(self) -> float:
-        """The largest segment's length bounds the tolerance (a power-law
-        split's largest is about E / ln N)."""
-        if self.split == "skewed":
-            return max(1.0, self.e / math.log(self.n))
-        return max(1.0, self.e / self.n)
+        """The largest segment's length bounds the tolerance."""
+        return 1 + largest_row(self.n, self.e - self.n, self.exponent)
 
     def min_bytes(self) -> int:
         """Each side once: the rows read and written, the index (coo: 8 E) or
@@ -153,14 +145,11 @@ class SegmentWorkload:
     def params(self) -> dict[str, object]:
         """The sizes, for the JSON record."""
         return {"kind": self.kind, "E": self.e, "F": self.f, "N": self.n, "reduce": self.reduce,
-                "split": self.split, "dtype": dtype_label(self.dtype)}
+                "segments": degrees_label(self.exponent), "dtype": dtype_label(self.dtype)}
 
     def make_inputs(self, device: torch.device) -> SegmentInputs:
         """Random rows and a sorted index naming every segment at least once."""
-        if self.split == "skewed":
-            extra = power_law(self.n, self.e - self.n, device)
-        else:
-            extra = torch.randint(0, self.n, (self.e - self.n,), device=device)
+        extra = draw_index(self.n, self.e - self.n, device, self.exponent)
         index = torch.cat([torch.arange(self.n, device=device), extra]).sort().values
         lengths = torch.bincount(index, minlength=self.n)
         indptr = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
@@ -172,6 +161,49 @@ class SegmentWorkload:
 
     def lineup(self, device: torch.device) -> Lineup:
         return _segment_lineup(self, device)
+
+
+@dataclass(frozen=True)
+class PoolWorkload:
+    """A global ``reduce`` pooling readout over a batch of ``graphs`` small
+    graphs of ``low`` to ``high`` nodes each (uniform; molecule datasets hold
+    15 to 35), ``F`` features per node: ``x [nodes, F]`` into ``[graphs, F]``
+    by the sorted ``batch`` vector, or by the batch's ``ptr`` as a CSR."""
+
+    op: ClassVar[str] = "pool"
+    graphs: int
+    low: int
+    high: int
+    f: int
+    reduce: str = "mean"
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def nodes(self) -> int:
+        """The expected node count, for the byte model."""
+        return self.graphs * (self.low + self.high) // 2
+
+    @property
+    def name(self) -> str:
+        """Table label, e.g. ``global_mean_pool 10K graphs of 15-35 F=128 float32``."""
+        return (f"global_{self.reduce}_pool {count_label(self.graphs)} graphs of {self.low}-{self.high} "
+                f"F={self.f} {dtype_label(self.dtype)}")
+
+    @property
+    def terms_per_output(self) -> float:
+        return float(self.high)
+
+    def min_bytes(self) -> int:
+        """Read x and the ptr, write the readout (max's arg is not asked for)."""
+        return self.dtype.itemsize * (self.nodes + self.graphs) * self.f + 8 * self.graphs
+
+    def params(self) -> dict[str, object]:
+        """The sizes, for the JSON record."""
+        return {"graphs": self.graphs, "nodes": f"{self.low}-{self.high}", "F": self.f, "reduce": self.reduce,
+                "dtype": dtype_label(self.dtype)}
+
+    def lineup(self, device: torch.device) -> Lineup:
+        return _pool_lineup(self, device)
 
 
 def _scatter_lineup(workload: ScatterWorkload, device: torch.device) -> Lineup:
@@ -322,6 +354,42 @@ def _segment_lineup(workload: SegmentWorkload, device: torch.device) -> Lineup:
     return Lineup(tuple(candidates), reference="index_add")
 
 
+def _pool_lineup(workload: PoolWorkload, device: torch.device) -> Lineup:
+    """segment_<reduce>_csr over the batch's ptr and segment_<reduce>_coo over
+    its batch vector against torch.segment_reduce and PyG's
+    global_<reduce>_pool (backend off, and on) where torch_geometric is installed."""
+    sizes = small_graph_sizes(workload.graphs, workload.low, workload.high, device)
+    batch = torch.repeat_interleave(torch.arange(workload.graphs, device=device), sizes)
+    ptr = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)])
+    x = torch.randn(batch.numel(), workload.f, device=device, dtype=workload.dtype)
+    reduce, graphs = workload.reduce, workload.graphs
+
+    def first(result: Tensor | tuple[Tensor, Tensor]) -> Tensor:  # max's values, without its arg
+        return result[0] if isinstance(result, tuple) else result
+
+    csr, coo = getattr(torchplug, f"segment_{reduce}_csr"), getattr(torchplug, f"segment_{reduce}_coo")
+    candidates = [
+        Candidate(TORCHPLUG, lambda: first(csr(x, ptr)), "segment_csr over the batch's ptr"),
+        Candidate("torchplug segment_coo", lambda: first(coo(x, batch, dim_size=graphs)), "over the batch vector"),
+        Candidate("segment_reduce", lambda: torch.segment_reduce(x, reduce, lengths=sizes, axis=0), LENGTHS),
+    ]
+    try:
+        import torch_geometric.nn as pyg_nn
+
+        from torchplug import pyg as backend
+    except ImportError:
+        pyg_nn = None
+    if pyg_nn is not None:
+        pool = getattr(pyg_nn, f"global_{workload.reduce.replace('sum', 'add')}_pool")
+        candidates += [
+            Candidate("PyG pool", lambda: pool(x, batch, graphs), "backend off",
+                      context=lambda: backend.enabled(False)),
+            Candidate("PyG pool backend on", lambda: pool(x, batch, graphs), "torchplug.pyg enabled",
+                      context=backend.enabled),
+        ]
+    return Lineup(tuple(candidates), reference="segment_reduce")
+
+
 def workloads(scale: Scale) -> tuple[ScatterWorkload | SegmentWorkload, ...]:
     """On a GPU, index orders, widths, dtypes and every reduction at E = 10M
     rows; on a CPU, every reduction at F in {1, 16, 64} with a random index
@@ -340,16 +408,22 @@ def workloads(scale: Scale) -> tuple[ScatterWorkload | SegmentWorkload, ...]:
             *(ScatterWorkload(10 * m, 64, m, reduce=r) for r in ("mean", "mul", "min", "max")),
             *(ScatterWorkload(10 * m, 64, m, sorted_index=True, reduce=r) for r in ("mean", "max")),
             *(ScatterWorkload(200_000, 256, 1000, reduce=r, last_dim=True) for r in ("sum", "max")),
-            *(ScatterWorkload(10 * m, 64, m, reduce=r, skew=True) for r in ("sum", "max")),
+            *(ScatterWorkload(10 * m, 64, m, reduce=r, exponent=2.0) for r in ("sum", "max")),
             *(SegmentWorkload(kind, 10 * m, f, m, reduce=r)
               for kind in ("segment_csr", "segment_coo") for r in ("sum", "mean") for f in (16, 64, 256)),
             *(SegmentWorkload(kind, 10 * m, 64, m, reduce=r)
               for kind in ("segment_csr", "segment_coo") for r in ("min", "max")),
             *(SegmentWorkload("segment_csr", 10 * m, 64, 10_000, reduce=r) for r in ("sum", "max")),
-            *(SegmentWorkload(kind, 10 * m, 64, m, reduce=r, split="skewed")
+            *(SegmentWorkload(kind, 10 * m, 64, m, reduce=r, exponent=2.0)
               for kind in ("segment_csr", "segment_coo") for r in ("sum", "max")),
             *(SegmentWorkload(kind, 10 * m, 64, m) for kind in ("gather_csr", "gather_coo")),
             SegmentWorkload("scatter_backward", 10 * m, 64, m),
+            *(ScatterWorkload(e, 64, e // 10, exponent=2.5) for e in (m, 10 * m, 50 * m)),
+            *(ScatterWorkload(10 * m, 64, m, reduce=r, exponent=2.5) for r in ("mean", "min", "max")),
+            *(SegmentWorkload("segment_csr", 10 * m, 64, m, reduce=r, exponent=2.5) for r in ("sum", "max")),
+            *(PoolWorkload(g, 15, 35, f, reduce=r) for g, f in ((10_000, 128), (100_000, 64))
+              for r in ("sum", "mean", "max")),
+            PoolWorkload(1000, 500, 1500, 128, reduce="max"),
         )
     e, n = scale.e, scale.n
     return (
@@ -358,4 +432,7 @@ def workloads(scale: Scale) -> tuple[ScatterWorkload | SegmentWorkload, ...]:
         *(SegmentWorkload("segment_csr", e, f, n, reduce=r) for r in ("sum", "mean", "max") for f in (16, 64)),
         SegmentWorkload("segment_coo", e, 16, n),
         *(SegmentWorkload(kind, e, 16, n) for kind in ("gather_csr", "gather_coo")),
+        ScatterWorkload(e, 16, n, exponent=2.5),
+        SegmentWorkload("segment_csr", e, 16, n, exponent=2.5),
+        *(PoolWorkload(max(1000, n // 20), 15, 35, 64, reduce=r) for r in ("mean", "max")),
     )

@@ -3,7 +3,6 @@ torch.sparse.mm and index_select followed by a native scatter."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -14,7 +13,7 @@ from torch import Tensor
 import torchplug
 from torchplug._reductions import BY_NAME
 from torchplug.bench.candidates import TORCHPLUG, Candidate, Lineup
-from torchplug.bench.workloads import Scale, count_label, dtype_label, power_law
+from torchplug.bench.workloads import Scale, count_label, degrees_label, draw_index, dtype_label, largest_row
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class SpmmInputs:
 @dataclass(frozen=True)
 class SpmmWorkload:
     """``spmm_<reduce>`` of an ``N x N`` adjacency with ``E`` edges (random
-    columns; rows uniform, or ``skew``: power-law degrees with a few hubs) and
+    columns; rows uniform, or Chung-Lu power-law degrees of ``exponent``) and
     ``x [N, F]``; ``backward``: the sum forward plus x's gradient, and with
     ``value_grad`` value's too."""
 
@@ -42,7 +41,7 @@ class SpmmWorkload:
     f: int
     n: int
     reduce: str = "sum"
-    skew: bool = False
+    exponent: float | None = None
     backward: bool = False
     dtype: torch.dtype = torch.float32
     value_grad: bool = False
@@ -51,12 +50,12 @@ class SpmmWorkload:
     def name(self) -> str:
         """Table label, e.g. ``spmm_sum E=10M F=64 N=1M uniform float32``."""
         op = f"spmm_{self.reduce}" + (" fw+bw" if self.backward else "") + (" (x, value)" if self.value_grad else "")
-        degrees = "power-law" if self.skew else "uniform"
+        degrees = degrees_label(self.exponent)
         return f"{op} E={count_label(self.e)} F={self.f} N={count_label(self.n)} {degrees} {dtype_label(self.dtype)}"
 
     @property
     def terms_per_output(self) -> float:
-        return max(1.0, self.e / math.log(self.n)) if self.skew else max(1.0, self.e / self.n)
+        return largest_row(self.n, self.e, self.exponent)
 
     def min_bytes(self) -> int:
         """Gather x once per edge (E x F), read col and value, write N x F;
@@ -68,15 +67,11 @@ class SpmmWorkload:
     def params(self) -> dict[str, object]:
         """The sizes, for the JSON record."""
         return {"E": self.e, "F": self.f, "N": self.n, "reduce": self.reduce,
-                "degrees": "power-law" if self.skew else "uniform", "backward": self.backward,
+                "degrees": degrees_label(self.exponent), "backward": self.backward,
                 "value_grad": self.value_grad, "dtype": dtype_label(self.dtype)}
 
     def make_inputs(self, device: torch.device) -> SpmmInputs:
-        if self.skew:
-            row = power_law(self.n, self.e, device)
-        else:
-            row = torch.randint(0, self.n, (self.e,), device=device)
-        row = row.sort().values
+        row = draw_index(self.n, self.e, device, self.exponent).sort().values
         col = torch.randint(0, self.n, (self.e,), device=device)
         value = torch.rand(self.e, device=device, dtype=self.dtype)
         rowptr = torch.cat([row.new_zeros(1), torch.bincount(row, minlength=self.n).cumsum(0)])
@@ -170,8 +165,9 @@ def workloads(scale: Scale) -> tuple[SpmmWorkload, ...]:
     if scale.gpu:
         m = 1_000_000
         return (
-            *(SpmmWorkload(e, f, n, skew=skew) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000),
-                                                               (20 * m, 16, 2 * m)) for skew in (False, True)),
+            *(SpmmWorkload(e, f, n, exponent=exponent) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000),
+                                                                       (20 * m, 16, 2 * m))
+              for exponent in (None, 2.0, 2.5)),
             *(SpmmWorkload(e, f, n, reduce=r) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000))
               for r in ("mean", "min", "max")),
             *(SpmmWorkload(e, f, n, backward=True) for e, f, n in ((10 * m, 64, m), (4 * m, 256, 200_000))),
@@ -179,4 +175,5 @@ def workloads(scale: Scale) -> tuple[SpmmWorkload, ...]:
             *(SpmmWorkload(10 * m, 64, m, backward=True, value_grad=True, dtype=d) for d in (torch.float32,
                                                                                             torch.bfloat16)),
         )
-    return tuple(SpmmWorkload(scale.e, 16, scale.n, reduce=r) for r in ("sum", "mean", "max"))
+    return (*(SpmmWorkload(scale.e, 16, scale.n, reduce=r) for r in ("sum", "mean", "max")),
+            SpmmWorkload(scale.e, 16, scale.n, exponent=2.5))

@@ -17,7 +17,7 @@ import torchplug
 from .measure import run_workload
 from .report import Run, format_table, write_json, write_plot
 from .timing import copy_bandwidth
-from .workloads import select_profile
+from .workloads import REAL, is_real, select_profile
 
 
 def _positive(text: str) -> int:
@@ -44,7 +44,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--quick", action="store_true", help="small sizes: under a minute on a 2-core CPU"
     )
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--only", metavar="OP", help="run one op's workloads (scatter, segment, spmm, ...)")
+    parser.add_argument("--only", metavar="OP",
+                        help="run one op's workloads (scatter, segment, spmm, ...), or 'real': every power-law "
+                             "and small-graph-batch workload")
     parser.add_argument(
         "--repeats",
         type=_positive,
@@ -92,10 +94,10 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(os.cpu_count() or 1)
     profile = select_profile(device, args.quick, args.tiny)
     repeats = args.repeats or profile.repeats
-    ops = sorted({w.op for w in profile.workloads})
+    ops = sorted({w.op for w in profile.workloads}) + [REAL]
     if args.only is not None and args.only not in ops:
         sys.exit(f"python -m torchplug.bench: --only must be one of {', '.join(ops)}, got '{args.only}'")
-    workloads = [w for w in profile.workloads if args.only in (None, w.op)]
+    workloads = [w for w in profile.workloads if args.only in (None, w.op) or (args.only == REAL and is_real(w))]
 
     copy = copy_bandwidth(device, profile.copy_numel, profile.warmup, repeats)
     print(f"copy bandwidth: {copy.bytes_per_s / 1e9:.1f} GB/s", file=sys.stderr, flush=True)

@@ -41,16 +41,6 @@ def dtype_label(dtype: torch.dtype) -> str:
 
 @dataclass(frozen=True)
 class ScatterInputs:
-    """``src [E, F]`` (``[F, E]`` for ``last_dim``) and ``index [E]`` (int64,
-    values in ``[0, N)``); ``dim`` is the dimension of ``src`` reduced."""
-
-    src: Tensor
-    index: Tensor
-    dim: int = 0
-
-
-@dataclass(frozen=True)
-class ScatterInputs:
     """``src [E, F]`` (``[F, E]`` for a reduction along the last dim) and
     ``index [E]`` (int64, values in ``[0, N)``); ``dim`` is the dimension of
     ``src`` reduced."""
@@ -60,11 +50,54 @@ class ScatterInputs:
     dim: int = 0
 
 
-def power_law(n: int, count: int, device: torch.device) -> Tensor:
-    """``count`` int64 values in ``[0, n)``, log-uniform over ``[1, n]``: value
-    ``r`` about as likely as ``1 / (r + 1)``, a real graph's few hubs and long tail."""
-    u = torch.rand(count, device=device, dtype=torch.float64)
-    return (torch.pow(float(n), u).long() - 1).clamp_(0, n - 1)
+def power_law(n: int, count: int, device: torch.device, exponent: float = 2.0) -> Tensor:
+    """``count`` int64 values in ``[0, n)`` with Chung-Lu degrees: the ``k``-th
+    most likely value has weight ``k ** (-1 / (exponent - 1))``, so that how
+    often each value occurs follows a power law of that exponent (2 to 2.5
+    for citation, social and product graphs; 2 gives the largest hubs, about
+    ``count / ln n`` for the first). Values are ranked by a random
+    permutation, so hubs lie anywhere in ``[0, n)``."""
+    weight = torch.arange(1, n + 1, device=device, dtype=torch.float64).pow_(-1 / (exponent - 1))
+    cumulative = weight.cumsum_(0)
+    rank = torch.searchsorted(cumulative, torch.rand(count, device=device, dtype=torch.float64) * cumulative[-1])
+    return torch.randperm(n, device=device)[rank.clamp_(max=n - 1)]
+
+
+def draw_index(n: int, count: int, device: torch.device, exponent: float | None) -> Tensor:
+    """``count`` int64 values in ``[0, n)``: uniform where ``exponent`` is
+    None, else :func:`power_law`'s."""
+    if exponent is None:
+        return torch.randint(0, n, (count,), device=device)
+    return power_law(n, count, device, exponent)
+
+
+def largest_row(n: int, count: int, exponent: float | None) -> float:
+    """About how often :func:`draw_index`'s most frequent value occurs (at
+    least 1): the tolerance's terms per output."""
+    if exponent is None:
+        return max(1.0, count / n)
+    weights = torch.arange(1, n + 1, dtype=torch.float64).pow_(-1 / (exponent - 1))
+    return max(1.0, count / float(weights.sum()))
+
+
+def degrees_label(exponent: float | None, uniform: str = "uniform") -> str:
+    """``"power-law 2.5"``, or ``uniform`` where ``exponent`` is None."""
+    return uniform if exponent is None else f"power-law {exponent:g}"
+
+
+def index_label(exponent: float | None, sorted_index: bool) -> str:
+    """How a scatter index is made: ``"random"``, ``"power-law 2.5"``, either
+    sorted (``"sorted"``, ``"sorted power-law 2.5"``)."""
+    degrees = degrees_label(exponent, "random")
+    if not sorted_index:
+        return degrees
+    return "sorted" if exponent is None else f"sorted {degrees}"
+
+
+def small_graph_sizes(graphs: int, low: int, high: int, device: torch.device) -> Tensor:
+    """A batch of ``graphs`` small graphs' node counts, uniform in ``[low, high]``
+    (molecule datasets: 15 to 35 nodes)."""
+    return torch.randint(low, high + 1, (graphs,), device=device)
 
 
 class Workload(Protocol):
@@ -90,6 +123,16 @@ class Workload(Protocol):
 
     def lineup(self, device: torch.device) -> Lineup:
         """The inputs on ``device`` and the candidates over them."""
+
+
+#: ``--only real``: the workloads of real graphs' shapes, across families.
+REAL = "real"
+
+
+def is_real(workload: Workload) -> bool:
+    """Whether ``workload`` has a real graph's shape: power-law degrees (an
+    ``exponent`` that is set) or a batch of small graphs (``graphs``)."""
+    return getattr(workload, "exponent", None) is not None or hasattr(workload, "graphs")
 
 
 @dataclass(frozen=True)
