@@ -25,10 +25,25 @@ namespace {
 
 using core::NamedTensor;
 
-// The seeds (1-D, values in [0, N)), in the graph's index dtype and device.
-void check_seeds(const char* op, const at::Tensor& rowptr, NamedTensor seeds) {
+// A graph tensor lies on the seeds' device or, for seeds on a GPU, in pinned
+// host memory: the CUDA kernels read it there through unified addressing
+// (zero-copy; every access crosses PCIe).
+void check_reachable(const char* op, NamedTensor graph, NamedTensor seeds) {
+  const at::Tensor& g = *graph.second;
+  const at::Tensor& s = *seeds.second;
+  if (g.device() == s.device()) return;
+  TORCH_CHECK(s.is_cuda() && g.is_cpu() && g.is_pinned() && g.is_contiguous(), op, ": argument '", graph.first,
+              "' is on ", g.device(), " and '", seeds.first, "' on ", s.device(),
+              ": the graph lies on the seeds' device or, for seeds on a GPU, in contiguous pinned host memory "
+              "(Tensor.pin_memory())");
+}
+
+// The seeds (1-D, values in [0, N)), in the graph's index dtype, on a device
+// that reaches the graph.
+void check_seeds(const char* op, const at::Tensor& rowptr, const at::Tensor& col, NamedTensor seeds) {
   const at::Tensor& seed = *seeds.second;
-  core::check_same_device(op, {TORCHPLUG_ARG(rowptr), seeds});
+  check_reachable(op, TORCHPLUG_ARG(rowptr), seeds);
+  check_reachable(op, TORCHPLUG_ARG(col), seeds);
   core::check_same_dtype(op, TORCHPLUG_ARG(rowptr), seeds);
   TORCH_CHECK(seed.dim() == 1, op, ": argument '", seeds.first, "' must be 1-D, got shape ", seed.sizes());
   core::check_index_range(op, seeds.first, core::index_bounds(seed.to(at::kLong)), rowptr.size(0) - 1);
@@ -90,12 +105,16 @@ SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& c
                                    const std::optional<at::Generator>& generator) {
   const char* op = kNeighborSample.name().c_str();
   check_edges(op, rowptr, col, num_neighbors, edge_time, edge_weight);
-  check_seeds(op, rowptr, TORCHPLUG_ARG(seed));
+  check_seeds(op, rowptr, col, TORCHPLUG_ARG(seed));
+  for (const auto& [name, t] : {std::pair{"node_time", &node_time}, std::pair{"edge_time", &edge_time},
+                                std::pair{"edge_weight", &edge_weight}}) {
+    if (*t) check_reachable(op, {name, &**t}, TORCHPLUG_ARG(seed));
+  }
   TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last", op,
               ": argument 'temporal_strategy' must be \"uniform\" or \"last\", got \"", std::string(temporal_strategy),
               "\"");
   check_times(op, "node_time", node_time, rowptr.size(0) - 1, "N = rowptr.size(0) - 1", rowptr);
-  check_times(op, "seed_time", seed_time, seed.size(0), "one per seed", rowptr);
+  check_times(op, "seed_time", seed_time, seed.size(0), "one per seed", seed);
   const bool temporal = node_time || edge_time;
   TORCH_CHECK(!(node_time && edge_time), op, ": arguments 'node_time' and 'edge_time' exclude each other");
   TORCH_CHECK(!temporal || disjoint, op, ": temporal sampling (node_time or edge_time) needs disjoint=True");
@@ -118,7 +137,7 @@ SampleProblem plan_neighbor_sample(const at::Tensor& rowptr, const at::Tensor& c
           disjoint,
           temporal_strategy == "last",
           return_edge_id,
-          draw_key(generator, rowptr.device())};
+          draw_key(generator, seed.device())};
 }
 
 WalkProblem plan_random_walk(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
@@ -126,18 +145,27 @@ WalkProblem plan_random_walk(const at::Tensor& rowptr, const at::Tensor& col, co
                              const std::optional<at::Generator>& generator) {
   const char* op = kRandomWalk.name().c_str();
   check_graph(op, rowptr, col);
-  check_seeds(op, rowptr, TORCHPLUG_ARG(seed));
+  check_seeds(op, rowptr, col, TORCHPLUG_ARG(seed));
   TORCH_CHECK(walk_length >= 0, op, ": argument 'walk_length' must be at least 0, got ", walk_length);
   TORCH_CHECK(p > 0 && q > 0, op, ": arguments 'p' and 'q' must be positive, got p=", p, " q=", q);
   return {rowptr.contiguous(), col.contiguous(), seed.contiguous(), walk_length, p, q,
-          draw_key(generator, rowptr.device())};
+          draw_key(generator, seed.device())};
+}
+
+void check_gather_rows(const at::Tensor& x, const at::Tensor& index) {
+  const char* op = kGatherRows.name().c_str();
+  kGatherRows.check_dtypes({TORCHPLUG_ARG(x)});
+  core::check_dtype_in(op, "index", index, kIndexDtypes);
+  TORCH_CHECK(x.dim() >= 1, op, ": argument 'x' must have at least one dimension, got a scalar");
+  TORCH_CHECK(index.dim() == 1, op, ": argument 'index' must be 1-D, got shape ", index.sizes());
+  check_reachable(op, TORCHPLUG_ARG(x), TORCHPLUG_ARG(index));
 }
 
 SubgraphProblem plan_subgraph(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& nodes,
                               bool return_edge_id) {
   const char* op = kSubgraph.name().c_str();
   check_graph(op, rowptr, col);
-  check_seeds(op, rowptr, TORCHPLUG_ARG(nodes));
+  check_seeds(op, rowptr, col, TORCHPLUG_ARG(nodes));
   return {rowptr.contiguous(), col.contiguous(), nodes.contiguous(), return_edge_id};
 }
 
@@ -184,6 +212,22 @@ std::tuple<at::Tensor, at::Tensor, OptTensor> subgraph_kernel(const at::Tensor& 
   return subgraph_cpu(plan_subgraph(rowptr, col, nodes, return_edge_id));
 }
 
+at::Tensor gather_rows_kernel(const at::Tensor& x, const at::Tensor& index) {
+  check_gather_rows(x, index);
+  core::check_index_range(kGatherRows.name().c_str(), "index", core::index_bounds(index.to(at::kLong)), x.size(0));
+  return x.index_select(0, index);
+}
+
+at::Tensor gather_rows_meta(const at::Tensor& x, const at::Tensor& index) {
+  const char* op = kGatherRows.name().c_str();
+  core::check_dtype_in(op, "index", index, kIndexDtypes);
+  TORCH_CHECK(x.dim() >= 1 && index.dim() == 1, op, ": argument 'x' must have at least one dimension and 'index' "
+              "one, got shapes ", x.sizes(), " and ", index.sizes());
+  std::vector<c10::SymInt> shape = x.sym_sizes().vec();
+  shape[0] = index.sym_size(0);
+  return at::empty_symint(shape, index.options().dtype(x.scalar_type()));
+}
+
 }  // namespace
 }  // namespace sampler_detail
 
@@ -218,6 +262,11 @@ std::tuple<at::Tensor, at::Tensor, std::optional<at::Tensor>> subgraph(const at:
   return op.call(rowptr, col, nodes, return_edge_id);
 }
 
+at::Tensor gather_rows(const at::Tensor& x, const at::Tensor& index) {
+  static const auto op = core::find_op<at::Tensor(const at::Tensor&, const at::Tensor&)>(sampler_detail::kGatherRows);
+  return op.call(x, index);
+}
+
 }  // namespace torchplug
 
 TORCHPLUG_LIBRARY(torchplug, m) {
@@ -225,6 +274,7 @@ TORCHPLUG_LIBRARY(torchplug, m) {
   m.define(kNeighborSample);
   m.define(kRandomWalk);
   m.define(kSubgraph);
+  m.define(kGatherRows);
 }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
@@ -232,8 +282,10 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, CPU, m) {
   m.impl(kNeighborSample, &neighbor_sample_kernel);
   m.impl(kRandomWalk, &random_walk_kernel);
   m.impl(kSubgraph, &subgraph_kernel);
+  m.impl(kGatherRows, &gather_rows_kernel);
 }
 
 TORCHPLUG_LIBRARY_IMPL(torchplug, Meta, m) {
   m.impl(torchplug::sampler_detail::kRandomWalk, &torchplug::sampler_detail::random_walk_meta);
+  m.impl(torchplug::sampler_detail::kGatherRows, &torchplug::sampler_detail::gather_rows_meta);
 }

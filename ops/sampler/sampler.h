@@ -21,6 +21,11 @@
 //                    the walk where it is.
 //   subgraph         the edges among `nodes` (unique), as a CSR over their
 //                    positions, in the input's edge order, with their ids.
+//   gather_rows      x[index] on index's device: the features of a sample.
+//
+// A graph (and gather_rows' x) lies on the seeds' device or, for seeds on a
+// GPU, in pinned host memory, which the CUDA kernels read in place through
+// unified addressing: graphs larger than the GPU's memory, at PCIe speed.
 //
 // Randomness comes from `generator` (the default one of the inputs' device
 // when none is given): one 64-bit key per call, from which every seed (every
@@ -63,5 +68,8 @@ std::tuple<at::Tensor, at::Tensor, std::optional<at::Tensor>> subgraph(const at:
                                                                       const at::Tensor& col,
                                                                       const at::Tensor& nodes,
                                                                       bool return_edge_id = true);
+
+// x[index] (rows of x, any dtype), on index's device; not differentiable.
+at::Tensor gather_rows(const at::Tensor& x, const at::Tensor& index);
 
 }  // namespace torchplug

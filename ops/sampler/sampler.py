@@ -11,9 +11,18 @@ node's row then lists the sources of its incoming edges. ::
         colptr, row, seed, [15, 10, 5], csc=True)
     walks = torchplug.random_walk(rowptr, col, start, walk_length=20, p=1.0, q=0.5)
 
-Randomness comes from ``generator`` (the default generator of the inputs'
+Randomness comes from ``generator`` (the default generator of the seeds'
 device when None): the same seed gives the same result on every run and
 thread count.
+
+The graph (and the features :func:`gather_rows` reads) may lie on the
+seeds' GPU or, for graphs larger than its memory, in pinned host memory
+(``Tensor.pin_memory()``): the CUDA kernels then read it in place over PCIe
+(zero-copy), and the results land on the seeds' GPU. ::
+
+    graph = (colptr.pin_memory(), row.pin_memory())
+    _, _, node_id, _, _, _ = torchplug.neighbor_sample(*graph, seed.cuda(), [15, 10, 5], csc=True)
+    x_batch = torchplug.gather_rows(x.pin_memory(), node_id)   # on the GPU
 """
 
 from typing import Dict, List, Optional, Tuple
@@ -21,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["hetero_neighbor_sample", "neighbor_sample", "random_walk", "subgraph"]
+__all__ = ["gather_rows", "hetero_neighbor_sample", "neighbor_sample", "random_walk", "subgraph"]
 
 
 def neighbor_sample(rowptr: Tensor, col: Tensor, seed: Tensor, num_neighbors: List[int],
@@ -140,3 +149,20 @@ def subgraph(rowptr: Tensor, col: Tensor, nodes: Tensor, return_edge_id: bool = 
     (positions in nodes), edge_id (positions in the input col, or None))``,
     row ``i`` being ``nodes[i]``'s edges in their input order."""
     return torch.ops.torchplug.subgraph(rowptr, col, nodes, return_edge_id)
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """``x[index]`` on ``index``'s device: ``x [N, *]`` of any dtype lies
+    there or, for an ``index`` on a GPU, in pinned host memory, read in place
+    (a mini-batch's features from a host-resident feature matrix).
+
+    Args:
+        x: ``[N, *]``; contiguous where it lies in host memory.
+        index: ``[n]`` int32 or int64, values in ``[0, N)``. On CUDA an
+            index outside it gives a zero row, or an IndexError in checked
+            mode (``torchplug.set_checks``), as on the CPU.
+
+    Returns:
+        ``[n, *]`` of ``x``'s dtype. Not differentiable.
+    """
+    return torch.ops.torchplug.gather_rows(x, index)

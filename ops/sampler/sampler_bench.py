@@ -10,6 +10,7 @@ graph lives on the CPU."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -67,6 +68,17 @@ def torch_sparse_sampler():
     return torch.ops.torch_sparse.neighbor_sample
 
 
+def on_devices(ours: Callable[..., Callable[[], Tensor]], graph: tuple[Tensor, ...], device: torch.device,
+               note: str) -> list[Candidate]:
+    """torchplug over ``graph`` (CPU tensors) on ``device``, and on a GPU
+    machine also on its CPU (every core), as PyG's loaders sample there."""
+    if device.type != "cuda":
+        return [Candidate(TORCHPLUG, ours(*graph), f"CPU, {note}")]
+    on_gpu = tuple(t.to(device) for t in graph)
+    return [Candidate(TORCHPLUG, ours(*on_gpu), f"CUDA, graph in device memory, {note}"),
+            Candidate("torchplug CPU", ours(*graph), f"{torch.get_num_threads()} threads")]
+
+
 @dataclass(frozen=True)
 class NeighborSampleWorkload:
     """``neighbor_sample`` of ``batch`` seeds with fanouts 15, 10, 5 (with
@@ -102,13 +114,16 @@ class NeighborSampleWorkload:
         seed = torch.randperm(self.n, generator=torch.Generator().manual_seed(0))[: self.batch]
         fanouts = [15, 10, 5]
 
-        def ours() -> Tensor:
-            _, _, node_id, edge_id, _, _ = torchplug.neighbor_sample(colptr, row, seed, fanouts, csc=True, replace=True)
-            return torch.tensor([edge_id.numel(), node_id.numel()], dtype=torch.float64)
+        def ours(colptr: Tensor, row: Tensor, seed: Tensor) -> Callable[[], Tensor]:
+            def run() -> Tensor:
+                _, _, node_id, edge_id, _, _ = torchplug.neighbor_sample(colptr, row, seed, fanouts, csc=True,
+                                                                         replace=True)
+                return torch.tensor([edge_id.numel(), node_id.numel()], dtype=torch.float64)
+            return run
 
-        candidates = [Candidate(TORCHPLUG, ours, "CPU, with replacement, pyg-lib's relabelling order"),
-                      Candidate(TORCH, lambda: sample_in_torch(colptr, row, seed, tuple(fanouts)),
-                                "randint offsets, torch.unique per hop")]
+        candidates = on_devices(ours, (colptr, row, seed), device, "with replacement, pyg-lib's relabelling order")
+        candidates.append(Candidate(TORCH, lambda: sample_in_torch(colptr, row, seed, tuple(fanouts)),
+                                    "randint offsets, torch.unique per hop"))
         theirs = torch_sparse_sampler()
         if theirs is not None:
             def torch_sparse() -> Tensor:
@@ -165,9 +180,11 @@ class RandomWalkWorkload:
                 walks.append(v)
             return summary(torch.stack(walks, 1))
 
-        return Lineup((Candidate(TORCHPLUG, lambda: summary(torchplug.random_walk(rowptr, col, start,
-                                                                                  self.walk_length)), "CPU"),
-                       Candidate(TORCH, in_torch, "one gather per step")), reference=TORCH)
+        def ours(rowptr: Tensor, col: Tensor, start: Tensor) -> Callable[[], Tensor]:
+            return lambda: summary(torchplug.random_walk(rowptr, col, start, self.walk_length).cpu())
+
+        candidates = on_devices(ours, (rowptr, col, start), device, "uniform")
+        return Lineup((*candidates, Candidate(TORCH, in_torch, "one gather per step")), reference=TORCH)
 
 
 def workloads(scale: Scale) -> tuple:

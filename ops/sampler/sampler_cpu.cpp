@@ -31,8 +31,7 @@ NeighborSample sample(const SampleProblem& p) {
   const int64_t* node_time = p.node_time ? p.node_time->const_data_ptr<int64_t>() : nullptr;
   const int64_t* edge_time = p.edge_time ? p.edge_time->const_data_ptr<int64_t>() : nullptr;
   const bool temporal = node_time != nullptr || edge_time != nullptr;
-  const at::Tensor weight = p.edge_weight ? p.edge_weight->to(at::kDouble) : at::Tensor();
-  const double* edge_weight = weight.defined() ? weight.const_data_ptr<double>() : nullptr;
+  const EdgeWeights edge_weight = edge_weights(p.edge_weight);
 
   std::vector<int64_t> root_time(temporal ? B : 0);
   for (int64_t b = 0; b < static_cast<int64_t>(root_time.size()); ++b) {

@@ -149,7 +149,7 @@ struct HopOptions {
   bool replace, last;
   const int64_t* node_time;
   const int64_t* edge_time;
-  const double* edge_weight;
+  EdgeWeights edge_weight;
 };
 
 // One hop's picks of the frontier `nodes[0, F)` (of trees `trees`, whose
@@ -187,7 +187,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> pick_frontier(const char* 
   std::partial_sum(offset.begin(), offset.end(), offset.begin());
 
   std::vector<int64_t> picks(offset[F]);
-  std::vector<double> keys(o.edge_weight != nullptr && !o.replace ? picks.size() : 0);
+  std::vector<double> keys(o.edge_weight.present() && !o.replace ? picks.size() : 0);
   at::parallel_for(0, F, 64, [&](int64_t first, int64_t last) {
     for (int64_t f = first; f < last; ++f) {
       Stream s(key, stream, static_cast<uint64_t>(base + f));

@@ -10,6 +10,9 @@
 // nodes, numbered by a scan in pick order. random_walk: a thread per seed.
 // subgraph: its nodes numbered in the same table, then, as the induced
 // sample, a thread per node counting and then writing its kept edges.
+// gather_rows: a thread per 16, 8, 4 or 1 bytes of a row, as the row's size
+// and alignment allow, so that a warp reads a row's consecutive bytes (from
+// pinned host memory: whole PCIe requests).
 //
 // A rowptr entry or column outside the graph is checked up front in checked
 // mode (torchplug.set_checks); outside it a malformed row counts as empty and
@@ -30,6 +33,7 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/util/accumulate.h>
 
 #include <limits>
 #include <vector>
@@ -124,7 +128,7 @@ __global__ void window_kernel(int64_t F, const int64_t* frontier, const int64_t*
 }
 
 __global__ void pick_kernel(int64_t F, int64_t base, int64_t hop, uint64_t key, const int64_t* lo, const int64_t* hi,
-                            const int64_t* end_of, int64_t count, bool replace, const double* weight, int64_t* picks,
+                            const int64_t* end_of, int64_t count, bool replace, EdgeWeights weight, int64_t* picks,
                             double* scratch, int32_t* flags) {
   TORCHPLUG_GRID_STRIDE_LOOP(f, F) {
     const int64_t start = f == 0 ? 0 : end_of[f - 1];
@@ -267,9 +271,10 @@ __global__ void walk_kernel(int64_t S, const index_t* rowptr, const index_t* col
 
 // ---- host side -----------------------------------------------------------------
 
-// Checked mode: every rowptr entry and column, before any kernel reads them.
-void check_graph_values(const char* op, const at::Tensor& rowptr, const at::Tensor& col) {
-  if (!core::validates_indices(rowptr.device())) return;
+// Checked mode on the sampling GPU: every rowptr entry and column, before any
+// kernel reads them (where the graph lies: on that GPU or in pinned host memory).
+void check_graph_values(const char* op, const at::Tensor& rowptr, const at::Tensor& col, const at::Device& on) {
+  if (!core::validates_indices(on)) return;
   core::check_offsets(op, "rowptr", rowptr.to(at::kLong), col.size(0), "E = col.size(0)");
   core::check_index_range(op, "col", core::index_bounds(col.to(at::kLong)), rowptr.size(0) - 1);
 }
@@ -340,20 +345,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> edges_among(const at:
 template <typename index_t>
 NeighborSample sample_cuda(const SampleProblem& p) {
   const char* op = kNeighborSample.name().c_str();
-  check_graph_values(op, p.rowptr, p.col);
-  const auto longs = p.rowptr.options().dtype(at::kLong);
+  check_graph_values(op, p.rowptr, p.col, p.seed.device());
+  const auto longs = p.seed.options().dtype(at::kLong);
   const int64_t N = p.rowptr.size(0) - 1, E = p.col.size(0), B = p.seed.size(0);
   const index_t* rowptr = p.rowptr.const_data_ptr<index_t>();
   const index_t* col = p.col.const_data_ptr<index_t>();
-  const at::Tensor weight = p.edge_weight ? p.edge_weight->to(at::kDouble) : at::Tensor();
+  const EdgeWeights weight = edge_weights(p.edge_weight);
   const int64_t* node_time = p.node_time ? p.node_time->const_data_ptr<int64_t>() : nullptr;
   const int64_t* edge_time = p.edge_time ? p.edge_time->const_data_ptr<int64_t>() : nullptr;
-  at::Tensor flags = at::zeros({kFlags}, p.rowptr.options().dtype(at::kInt));
+  at::Tensor flags = at::zeros({kFlags}, p.seed.options().dtype(at::kInt));
 
   at::Tensor frontier = p.seed.to(at::kLong);
   at::Tensor tree = p.disjoint ? at::arange(B, longs) : at::Tensor();
   at::Tensor root_time;
-  if (p.node_time || p.edge_time) root_time = p.seed_time ? *p.seed_time : p.node_time->index_select(0, frontier);
+  if (p.seed_time) {
+    root_time = *p.seed_time;
+  } else if (p.node_time) {  // the seeds' own times, read where node_time lies
+    root_time = p.node_time->index_select(0, frontier.to(p.node_time->device())).to(frontier.device());
+  }
   std::vector<at::Tensor> nodes{frontier}, trees{tree}, rows, cols, ids;
   std::vector<int64_t> nodes_per_hop{B}, edges_per_hop;
 
@@ -372,10 +381,10 @@ NeighborSample sample_cuda(const SampleProblem& p) {
     const at::Tensor end_of = at::cumsum(counts, 0);
     const int64_t P = last_of(end_of);
     at::Tensor picks = at::empty({P}, longs);
-    at::Tensor scratch = weight.defined() && !p.replace ? at::empty({P}, longs.dtype(at::kDouble)) : at::Tensor();
+    at::Tensor scratch = weight.present() && !p.replace ? at::empty({P}, longs.dtype(at::kDouble)) : at::Tensor();
     core::launch(pick_kernel, F, F, frontier_base, h, p.key, lo.const_data_ptr<int64_t>(),
                  hi.const_data_ptr<int64_t>(), end_of.const_data_ptr<int64_t>(), count, p.replace,
-                 weight.defined() ? weight.const_data_ptr<double>() : nullptr, picks.mutable_data_ptr<int64_t>(),
+                 weight, picks.mutable_data_ptr<int64_t>(),
                  scratch.defined() ? scratch.mutable_data_ptr<double>() : nullptr, flags.mutable_data_ptr<int32_t>());
     raise_flags(op, flags);  // before the picks are read: a failed pick wrote none
 
@@ -427,7 +436,7 @@ NeighborSample sample_cuda(const SampleProblem& p) {
 
 template <typename index_t>
 at::Tensor walk_cuda(const WalkProblem& p) {
-  check_graph_values(kRandomWalk.name().c_str(), p.rowptr, p.col);
+  check_graph_values(kRandomWalk.name().c_str(), p.rowptr, p.col, p.seed.device());
   const int64_t S = p.seed.size(0);
   at::Tensor out = at::empty({S, p.walk_length + 1}, p.seed.options());
   core::launch(walk_kernel<index_t>, S, S, p.rowptr.const_data_ptr<index_t>(), p.col.const_data_ptr<index_t>(),
@@ -439,7 +448,7 @@ at::Tensor walk_cuda(const WalkProblem& p) {
 template <typename index_t>
 std::tuple<at::Tensor, at::Tensor, OptTensor> subgraph_cuda(const SubgraphProblem& p) {
   const char* op = kSubgraph.name().c_str();
-  check_graph_values(op, p.rowptr, p.col);
+  check_graph_values(op, p.rowptr, p.col, p.nodes.device());
   const int64_t N = p.rowptr.size(0) - 1, E = p.col.size(0), n = p.nodes.size(0);
   const at::Tensor nodes = p.nodes.to(at::kLong);
   TableStorage table = TableStorage::make(n, nodes.options());
@@ -456,6 +465,43 @@ std::tuple<at::Tensor, at::Tensor, OptTensor> subgraph_cuda(const SubgraphProble
   return {out_rowptr, cols.to(dtype), p.return_edge_id ? OptTensor(ids.to(dtype)) : std::nullopt};
 }
 
+// ---- gather_rows ----------------------------------------------------------------------
+
+// Row `index[i]` of x (its `words` words of Word each) to row i of out; a row
+// outside [0, rows) (unchecked mode) leaves zeros.
+template <typename Word, typename index_t>
+__global__ void gather_rows_kernel(const Word* __restrict__ x, const index_t* __restrict__ index, int64_t rows,
+                                   int64_t words, int64_t n, Word* __restrict__ out) {
+  TORCHPLUG_GRID_STRIDE_LOOP(k, n * words) {
+    const int64_t i = k / words, w = k - i * words;
+    const int64_t r = index[i];
+    out[k] = r >= 0 && r < rows ? x[r * words + w] : Word{};
+  }
+}
+
+template <typename index_t>
+void gather_rows_cuda(const at::Tensor& x, const at::Tensor& index, at::Tensor& out) {
+  const int64_t n = index.size(0), bytes = c10::multiply_integers(x.sizes().slice(1)) * x.element_size();
+  const auto copy = [&](auto word) {
+    using Word = decltype(word);
+    const int64_t words = bytes / static_cast<int64_t>(sizeof(Word));
+    core::launch(gather_rows_kernel<Word, index_t>, n * words, static_cast<const Word*>(x.const_data_ptr()),
+                 index.const_data_ptr<index_t>(), x.size(0), words, n, static_cast<Word*>(out.mutable_data_ptr()));
+  };
+  const auto aligned = [&](int64_t size) {
+    return bytes % size == 0 && reinterpret_cast<uintptr_t>(x.const_data_ptr()) % size == 0;
+  };
+  if (aligned(16)) {
+    copy(uint4{});
+  } else if (aligned(8)) {
+    copy(uint2{});
+  } else if (aligned(4)) {
+    copy(uint32_t{});
+  } else {
+    copy(uint8_t{});
+  }
+}
+
 // ---- the CUDA entry points ------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, OptTensor, std::vector<int64_t>, std::vector<int64_t>>
@@ -464,8 +510,8 @@ neighbor_sample_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at
                        const OptTensor& seed_time, const OptTensor& edge_weight, bool csc, bool replace,
                        bool directed, bool disjoint, c10::string_view temporal_strategy, bool return_edge_id,
                        const std::optional<at::Generator>& generator) {
-  core::check_cuda(kNeighborSample.name().c_str(), "rowptr", rowptr);
-  const c10::cuda::CUDAGuard guard(rowptr.device());
+  core::check_cuda(kNeighborSample.name().c_str(), "seed", seed);
+  const c10::cuda::CUDAGuard guard(seed.device());
   const SampleProblem p = plan_neighbor_sample(rowptr, col, seed, num_neighbors, node_time, edge_time, seed_time,
                                                edge_weight, csc, replace, directed, disjoint, temporal_strategy,
                                                return_edge_id, generator);
@@ -476,8 +522,8 @@ neighbor_sample_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at
 
 at::Tensor random_walk_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& seed,
                               int64_t walk_length, double p, double q, const std::optional<at::Generator>& generator) {
-  core::check_cuda(kRandomWalk.name().c_str(), "rowptr", rowptr);
-  const c10::cuda::CUDAGuard guard(rowptr.device());
+  core::check_cuda(kRandomWalk.name().c_str(), "seed", seed);
+  const c10::cuda::CUDAGuard guard(seed.device());
   const WalkProblem w = plan_random_walk(rowptr, col, seed, walk_length, p, q, generator);
   at::Tensor out;
   AT_DISPATCH_INDEX_TYPES(w.rowptr.scalar_type(), "torchplug::random_walk", [&] { out = walk_cuda<index_t>(w); });
@@ -486,11 +532,28 @@ at::Tensor random_walk_kernel(const at::Tensor& rowptr, const at::Tensor& col, c
 
 std::tuple<at::Tensor, at::Tensor, OptTensor> subgraph_entry(const at::Tensor& rowptr, const at::Tensor& col,
                                                              const at::Tensor& nodes, bool return_edge_id) {
-  core::check_cuda(kSubgraph.name().c_str(), "rowptr", rowptr);
-  const c10::cuda::CUDAGuard guard(rowptr.device());
+  core::check_cuda(kSubgraph.name().c_str(), "nodes", nodes);
+  const c10::cuda::CUDAGuard guard(nodes.device());
   const SubgraphProblem s = plan_subgraph(rowptr, col, nodes, return_edge_id);
   std::tuple<at::Tensor, at::Tensor, OptTensor> out;
   AT_DISPATCH_INDEX_TYPES(s.rowptr.scalar_type(), "torchplug::subgraph", [&] { out = subgraph_cuda<index_t>(s); });
+  return out;
+}
+
+at::Tensor gather_rows_entry(const at::Tensor& x, const at::Tensor& index) {
+  const char* op = kGatherRows.name().c_str();
+  core::check_cuda(op, "index", index);
+  const c10::cuda::CUDAGuard guard(index.device());
+  check_gather_rows(x, index);
+  if (core::validates_indices(index.device())) {
+    core::check_index_range(op, "index", core::index_bounds(index.to(at::kLong)), x.size(0));
+  }
+  const at::Tensor rows = x.contiguous(), at = index.contiguous();
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] = index.size(0);
+  at::Tensor out = at::empty(shape, index.options().dtype(x.scalar_type()));
+  if (out.numel() == 0) return out;
+  AT_DISPATCH_INDEX_TYPES(at.scalar_type(), "torchplug::gather_rows", [&] { gather_rows_cuda<index_t>(rows, at, out); });
   return out;
 }
 
@@ -502,4 +565,5 @@ TORCHPLUG_LIBRARY_IMPL(torchplug, CUDA, m) {
   m.impl(kNeighborSample, &neighbor_sample_kernel);
   m.impl(kRandomWalk, &random_walk_kernel);
   m.impl(kSubgraph, &subgraph_entry);
+  m.impl(kGatherRows, &gather_rows_entry);
 }

@@ -160,10 +160,6 @@ HeteroResult hetero_sample(const HeteroProblem& p) {
   std::vector<std::vector<int64_t>> edges(T), edges_per_hop(T);
   std::vector<int64_t> begin(K, 0), end(K);
   for (int64_t k = 0; k < K; ++k) end[k] = static_cast<int64_t>(nodes[k].size());
-  std::vector<at::Tensor> weights(T);
-  for (int64_t t = 0; t < T; ++t) {
-    if (p.edge_weight[t]) weights[t] = p.edge_weight[t]->to(at::kDouble);
-  }
   for (int64_t h = 0; h < p.hops; ++h) {
     for (int64_t t = 0; t < T; ++t) {
       const int64_t from = p.csc ? p.dst_type[t] : p.src_type[t], to = p.csc ? p.src_type[t] : p.dst_type[t];
@@ -171,7 +167,7 @@ HeteroResult hetero_sample(const HeteroProblem& p) {
                              p.num_nodes[to] >= 0 ? p.num_nodes[to] : std::numeric_limits<int32_t>::max(),
                              p.col[t].size(0)};
       const HopOptions hop{p.num_neighbors[t * p.hops + h], p.replace, p.last, data(p.node_time[to]),
-                           data(p.edge_time[t]), weights[t].defined() ? weights[t].const_data_ptr<double>() : nullptr};
+                           data(p.edge_time[t]), edge_weights(p.edge_weight[t])};
       const int64_t F = end[from] - begin[from];
       // Temporal where this edge type has a time (its neighbours' or its own); else uniform, as pyg-lib.
       const bool timed = hop.node_time != nullptr || hop.edge_time != nullptr;

@@ -98,6 +98,10 @@ WalkProblem plan_random_walk(const at::Tensor& rowptr, const at::Tensor& col, co
 SubgraphProblem plan_subgraph(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& nodes,
                               bool return_edge_id);
 
+// gather_rows' checks: x (at least 1-D) reachable from the index (1-D,
+// int32 or int64) and contiguous there; the values are the kernels'.
+void check_gather_rows(const at::Tensor& x, const at::Tensor& index);
+
 // The device kernels (sampler_cpu.cpp).
 NeighborSample neighbor_sample_cpu(const SampleProblem& p);
 at::Tensor random_walk_cpu(const WalkProblem& p);

@@ -21,6 +21,24 @@
 
 namespace torchplug::sampler_detail {
 
+// Edge weights read where and as they are given (float32 or float64), as
+// doubles: no E-sized converted copy per call, which for a graph in pinned
+// host memory would also leave the pinned memory.
+struct EdgeWeights {
+  const void* data = nullptr;
+  bool is_double = false;
+
+  C10_HOST_DEVICE bool present() const { return data != nullptr; }
+  C10_HOST_DEVICE double operator[](int64_t e) const {
+    return is_double ? static_cast<const double*>(data)[e] : static_cast<const float*>(data)[e];
+  }
+};
+
+inline EdgeWeights edge_weights(const OptTensor& weight) {
+  if (!weight) return {};
+  return {weight->const_data_ptr(), weight->scalar_type() == at::kDouble};
+}
+
 // Edge e's time for the temporal window: its neighbour's (node_time[col[e]])
 // or its own (edge_time[e]). `col_ok` turns false for a column outside [0, N).
 template <typename index_t>
@@ -71,14 +89,14 @@ C10_HOST_DEVICE inline int64_t window(int64_t& lo, int64_t& hi, int64_t count, b
 // doubles) is scratch for weighted picks without replacement. Returns false
 // when weighted draws with replacement find the window's weights summing to 0.
 C10_HOST_DEVICE inline bool pick(int64_t* out, double* keys, int64_t lo, int64_t hi, int64_t k, int64_t count,
-                                 bool replace, const double* weight, Stream& s) {
+                                 bool replace, EdgeWeights weight, Stream& s) {
   const int64_t pop = hi - lo;
   if (k == 0) return true;
   if (count < 0 || (!replace && k == pop)) {  // all of them, in order
     for (int64_t j = 0; j < k; ++j) out[j] = lo + j;
     return true;
   }
-  if (weight != nullptr && replace) {  // each draw: where u * total falls in the running sum
+  if (weight.present() && replace) {  // each draw: where u * total falls in the running sum
     double total = 0;
     for (int64_t e = lo; e < hi; ++e) total += weight[e];
     if (!(total > 0)) return false;
@@ -95,7 +113,7 @@ C10_HOST_DEVICE inline bool pick(int64_t* out, double* keys, int64_t lo, int64_t
     }
     return true;
   }
-  if (weight != nullptr) {  // the k largest keys, kept sorted (largest first; ties: the earlier edge)
+  if (weight.present()) {  // the k largest keys, kept sorted (largest first; ties: the earlier edge)
     int64_t held = 0;
     for (int64_t e = lo; e < hi; ++e) {
       const double w = weight[e];

@@ -2,7 +2,7 @@
 no randomness, so that the cross-op suites can compare a call with the
 reference and with itself: neighbor_sample with every fanout -1 (whole
 neighbourhoods), random_walk on graphs where a node has one out-edge or none
-(no step has a choice), and subgraph. They take the index dtypes (int32,
+(no step has a choice), and subgraph, and gather_rows. The graph ops take the index dtypes (int32,
 int64) where the table's floats go; a suite asking for a float dtype gets
 int64. A sample's ``inputs`` are ``(rowptr, col, seed)`` (subgraph: the
 nodes), and its ``dim`` the op's one integer: neighbor_sample's number of
@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 import torchplug
-from op_table import INTS, OpRow, Sample
+from op_table import FLOATS, INTS, OpRow, Sample
 from sampler_reference import (neighbor_sample_reference, one_out_edge_graph, random_graph, subgraph_reference,
                                walk_reference)
 
@@ -209,6 +209,50 @@ class SubgraphRow(SamplerRow):
                            f"N={N} E={E}, half the nodes")
 
 
+class GatherRowsRow(SamplerRow):
+    """``gather_rows(x, index)``: rows of ``x`` in the suite's dtype, by an
+    int64 (one sample: int32) index."""
+
+    fake_tensors = True  # it has a Meta kernel: [len(index), *x.shape[1:]]
+
+    def invoke(self, fn: Callable, inputs: tuple, sample: Sample, out: Optional[Tensor]):
+        return fn(*inputs)
+
+    def functional_args(self, sample: Sample) -> tuple:
+        return sample.inputs
+
+    def reference(self, sample: Sample):
+        x, index = (t.cpu() for t in sample.inputs)
+        return x.index_select(0, index.long())
+
+    def samples(self, device: str, dtype: torch.dtype, seed: int = 0) -> list[Sample]:
+        skip_without_kernel(self.name, device)
+        g = torch.Generator().manual_seed(seed)
+        x = (torch.randn(40, 6, generator=g) * 100).to(dtype)
+        index = torch.randint(0, 40, (25,), generator=g)
+        return [Sample((t.to(device), i.to(device)), desc=desc) for t, i, desc in [
+            (x, index, "rows of 6"),
+            (x[:, 0].contiguous(), index, "1-D x"),
+            (x.view(40, 3, 2), index, "3-D x"),
+            (x[:, :3].contiguous(), index, "rows of 3 values"),
+            (x, index.int(), "int32 index"),
+            (x, index[:0], "empty index"),
+            (x[:, ::2], index, "non-contiguous x"),
+        ]]
+
+    def large_sample(self, dtype: torch.dtype, device, seed: int, E: int = 20000, F: int = 32,
+                     N: int = 500) -> Sample:
+        skip_without_kernel(self.name, device)
+        g = torch.Generator().manual_seed(seed)
+        x = (torch.randn(N, F, generator=g) * 100).to(dtype if dtype.is_floating_point or dtype in INTS
+                                                       else torch.float32)
+        return Sample((x.to(device), torch.randint(0, N, (E,), generator=g).to(device)), desc=f"N={N} n={E} F={F}")
+
+    def thread_samples(self, seed: int, device: str) -> list[Sample]:
+        return self.samples(device, torch.float32, seed) + [self.large_sample(torch.float32, device, seed)]
+
+
 ROWS: list[OpRow] = [NeighborSampleRow("neighbor_sample", INTS, differentiable=()),
                      RandomWalkRow("random_walk", INTS, differentiable=()),
-                     SubgraphRow("subgraph", INTS, differentiable=())]
+                     SubgraphRow("subgraph", INTS, differentiable=()),
+                     GatherRowsRow("gather_rows", FLOATS + INTS, differentiable=())]

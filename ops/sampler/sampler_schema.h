@@ -50,4 +50,14 @@ inline const core::OpDef kSubgraph{
     "-> (Tensor, Tensor, Tensor?)",
     kIndexDtypes, "The subgraph a node set induces, as a CSR over the nodes' positions, with the edges' ids."};
 
+// The dtypes gather_rows copies: its rows are copied as bytes.
+inline const std::vector<c10::ScalarType> kRowDtypes = {
+    at::kBool, at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf, at::kBFloat16, at::kFloat,
+    at::kDouble, at::kComplexFloat, at::kComplexDouble};
+
+inline const core::OpDef kGatherRows{
+    "torchplug::gather_rows(Tensor x, Tensor index) -> Tensor", kRowDtypes,
+    "x[index] on index's device, where x lies there or, for an index on a GPU, in pinned host memory "
+    "(a mini-batch's features, read zero-copy)."};
+
 }  // namespace torchplug::sampler_detail

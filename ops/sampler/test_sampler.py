@@ -16,8 +16,8 @@
   subgraph; errors that name the op and the argument; random_walk's Meta
   kernel, opcheck and torch.compile.
 
-The ops have no CUDA kernels yet: on a GPU the tests skip (needs()) until
-the registry lists one.
+- On a GPU: the same tests on CUDA; a graph in pinned host memory samples
+  as the same graph in device memory; gather_rows.
 """
 
 from __future__ import annotations
@@ -942,3 +942,111 @@ def test_hetero_types_without_time_sample_uniformly() -> None:
 def test_random_walk_stops_at_a_bad_column() -> None:
     with pytest.raises(IndexError, match=r"torchplug::random_walk: argument 'col'"):
         torchplug.random_walk(torch.tensor([0, 1]), torch.tensor([1 << 40]), torch.tensor([0]), 3)
+
+
+# ---- a graph in pinned host memory, gather_rows ----------------------------------------
+
+
+def needs_cuda() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+
+
+HOST_GRAPH_CASES = {
+    "uniform": {},
+    "with replacement": {"replace": True},
+    "weighted": {"edge_weight": True},
+    "disjoint": {"disjoint": True},
+    "induced": {"directed": False},
+}
+
+
+@pytest.mark.parametrize("case", HOST_GRAPH_CASES)
+@pytest.mark.parametrize("dtype", INDEX_DTYPES)
+def test_host_graph_samples_as_the_device_graph(case: str, dtype: torch.dtype) -> None:
+    needs_cuda()
+    rowptr, col = random_graph(300, 3000, gen(60))
+    rowptr, col = rowptr.to(dtype), col.to(dtype)
+    seed = torch.randperm(300, generator=gen(61))[:24].to(dtype).cuda()
+    options = dict(HOST_GRAPH_CASES[case])
+    weight = torch.randint(0, 5, (3000,), generator=gen(62)).float() if options.pop("edge_weight", False) else None
+
+    def run(place) -> tuple:
+        return torchplug.neighbor_sample(place(rowptr), place(col), seed, [5, 3], edge_weight=None if weight is None
+                                         else place(weight), generator=gen(63), **options)
+
+    on_device, on_host = run(lambda t: t.cuda()), run(lambda t: t.pin_memory())
+    for got, want in zip(on_host, on_device):
+        if isinstance(want, Tensor):
+            assert got.device == seed.device and torch.equal(got, want), case
+        else:
+            assert got == want, case
+
+
+def test_host_graph_walks_and_subgraphs_as_the_device_graph() -> None:
+    needs_cuda()
+    rowptr, col = random_graph(300, 3000, gen(64))
+    start = torch.randint(0, 300, (50,), generator=gen(65)).cuda()
+    host, device = (rowptr.pin_memory(), col.pin_memory()), (rowptr.cuda(), col.cuda())
+    walks = torchplug.random_walk(*host, start, 8, p=0.5, q=2.0, generator=gen(66))
+    assert walks.is_cuda and torch.equal(walks, torchplug.random_walk(*device, start, 8, p=0.5, q=2.0,
+                                                                      generator=gen(66)))
+    nodes = torch.randperm(300, generator=gen(67))[:40].cuda()
+    for got, want in zip(torchplug.subgraph(*host, nodes), torchplug.subgraph(*device, nodes)):
+        assert got.is_cuda and torch.equal(got, want)
+
+
+def test_a_graph_in_pageable_host_memory_raises() -> None:
+    needs_cuda()
+    rowptr, col = random_graph(20, 60, gen(68))
+    with pytest.raises(RuntimeError, match="neighbor_sample: argument 'rowptr' is on cpu and 'seed' on cuda.*pinned"):
+        torchplug.neighbor_sample(rowptr, col, torch.tensor([0, 1], device="cuda"), [2])
+    with pytest.raises(RuntimeError, match="neighbor_sample: argument 'edge_weight' is on cpu .*pinned"):
+        torchplug.neighbor_sample(rowptr.pin_memory(), col.pin_memory(), torch.tensor([0, 1], device="cuda"), [2],
+                                  edge_weight=torch.ones(60))
+
+
+def test_float32_and_float64_weights_pick_alike() -> None:
+    """Weights are read in their own dtype: integers, exact in both, give the same picks."""
+    rowptr, col = random_graph(100, 1500, gen(69))
+    weight = torch.randint(0, 4, (1500,), generator=gen(70)).double()
+    for replace in (False, True):
+        single, double = (sample(rowptr, col, torch.arange(30), [4, 2], generator=71, replace=replace,
+                                 edge_weight=w) for w in (weight.float(), weight))
+        assert_same_sample(single, double)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_gather_rows_is_index_select(dtype: torch.dtype, device: str) -> None:
+    if device == "cuda":
+        needs_cuda()
+    x = (torch.randn(50, 7, 3, generator=gen(72)) * 10).to(dtype)
+    index = torch.randint(0, 50, (33,), generator=gen(73))
+    places = [x.to(device)] + ([x.pin_memory()] if device == "cuda" else [])
+    for source in places:
+        got = torchplug.gather_rows(source, index.to(device))
+        assert got.device.type == device and torch.equal(got.cpu(), x[index])
+
+
+def test_gather_rows_out_of_range() -> None:
+    x = torch.randn(10, 4)
+    with pytest.raises(IndexError, match="gather_rows: argument 'index' holds the value 10"):
+        torchplug.gather_rows(x, torch.tensor([3, 10]))
+    if not torch.cuda.is_available():
+        return
+    index = torch.tensor([3, 10, -1, 0], device="cuda")
+    for source in (x.cuda(), x.pin_memory()):
+        got = torchplug.gather_rows(source, index)  # unchecked: rows outside give zeros
+        assert torch.equal(got.cpu(), torch.stack([x[3], torch.zeros(4), torch.zeros(4), x[0]]))
+        with torchplug.checked(), pytest.raises(IndexError, match="gather_rows: argument 'index'"):
+            torchplug.gather_rows(source, index)
+
+
+def test_gather_rows_bad_input() -> None:
+    with pytest.raises(RuntimeError, match="gather_rows: argument 'index' must be 1-D"):
+        torchplug.gather_rows(torch.randn(4, 2), torch.zeros(2, 1, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="gather_rows: argument 'x' must have at least one dimension"):
+        torchplug.gather_rows(torch.tensor(1.0), torch.zeros(1, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="gather_rows: argument 'index'"):
+        torchplug.gather_rows(torch.randn(4, 2), torch.zeros(1))
