@@ -1,5 +1,6 @@
 """examples/sage_minibatch.py: it trains on mini-batches sampled by
-torchplug on every device, its batches are subgraphs of the graph, and
+torchplug on every device (on CUDA also from a graph in pinned host
+memory), its batches are subgraphs of the graph, and
 under torchrun --ddp two gloo ranks keep identical parameters while
 visiting every training node once per epoch between them."""
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -25,6 +27,17 @@ def test_trains_on_minibatches(device: str) -> None:
     match = FINAL.search(result.stdout)
     assert match is not None and float(match["acc"]) > 0.7, result.stdout[-2000:]
     assert re.search(r"^epoch +1 +loss \S+ +held-out acc \S+ +\d+ steps", result.stdout, re.MULTILINE)
+
+
+def test_trains_from_a_graph_in_pinned_host_memory() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("--host-graph needs a CUDA device")
+    result = subprocess.run([sys.executable, str(SCRIPT), "--device", "cuda", "--host-graph", "--nodes", "5000",
+                             "--epochs", "2"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "in pinned host memory" in result.stdout
+    match = FINAL.search(result.stdout)
+    assert match is not None and float(match["acc"]) > 0.7, result.stdout[-2000:]
 
 
 def test_sampled_batch_is_a_subgraph() -> None:
