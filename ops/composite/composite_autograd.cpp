@@ -16,7 +16,6 @@
 #include "torchplug/core/checks.h"
 #include "torchplug/core/library.h"
 
-#include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/exp.h>
@@ -149,8 +148,9 @@ class StdFunction : public torch::autograd::Function<StdFunction> {
     const auto &src = saved[0], &index = saved[1], &out = saved[2];
     const int64_t dim = ctx->saved_data["dim"].toInt();
     const auto slots = out.sym_size(dim);
-    // In the math type: a float16 count is inf past 65504 members.
-    const auto math = at::toOpMathType(src.scalar_type());
+    // In double, as the forward: float32 deviations from the mean of nearly
+    // equal values cancel (and a float16 count is inf past 65504 members).
+    const auto math = at::kDouble;
     const auto x = src.to(math);
     const auto y = out.to(math);
     const auto count = scatter_reduce(false, at::ones_like(x), index, dim, slots);

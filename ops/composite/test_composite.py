@@ -8,6 +8,8 @@ out= forms, errors, and the compiler stacks."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Callable
 
 import pytest
@@ -15,7 +17,8 @@ import torch
 from torch import Tensor
 
 import torchplug
-from op_table import TOLERANCE
+from op_table import ROWS_BY_FOLDER, TOLERANCE, OpRow, Sample, assert_bitwise, rows_param
+from composite_rows import GroupCompositeRow, SoftmaxCsrRow  # after op_table, which imports every family's rows
 
 inf = float("inf")
 SOFTMAX_OPS = {"softmax": (torchplug.scatter_softmax, torch.softmax),
@@ -375,4 +378,161 @@ def test_values_outside_every_group_on_cuda(cuda_device: str) -> None:
         leaf = src.clone().requires_grad_()
         torchplug.scatter_log_softmax(leaf, index, 0, 5).mul(torch.randn_like(src)).sum().backward()
         assert bool((leaf.grad[bad] == 0).all())
+
+
+# --------------------------------------------------------------------------- deterministic mode
+
+#: The deterministic-mode sizes: E sources of F values into N groups; the
+#: power-law index puts DET_HUB more sources into one group (about 3.7K,
+#: past CUDA's blocks of 1024).
+DET_E, DET_N, DET_HUB = 8_000, 500, 3_000
+
+
+def det_index(kind: str, E: int, N: int, g: torch.Generator) -> Tensor:
+    """A CPU index of E values in [0, N): "random" uniform; "power-law" group
+    k drawn with weight 1 / (k + 1), DET_HUB more entries in its largest
+    group, groups relabelled at random and entries in random order."""
+    if kind == "random":
+        return torch.randint(0, N, (E,), generator=g)
+    weights = 1.0 / torch.arange(1, N + 1, dtype=torch.float64)
+    drawn = torch.multinomial(weights, E - DET_HUB, replacement=True, generator=g)
+    drawn = torch.cat([torch.zeros(DET_HUB, dtype=torch.long), drawn])
+    return torch.randperm(N, generator=g)[drawn][torch.randperm(E, generator=g)]
+
+
+@contextmanager
+def deterministic_algorithms() -> Iterator[None]:
+    """Runs the block under torch.use_deterministic_algorithms(True), then restores the mode."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def _indptr(index: Tensor, n: int) -> Tensor:
+    """The indptr [n + 1] of a sorted index into n groups."""
+    return torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(index, minlength=n).cumsum(0)])
+
+
+@pytest.mark.parametrize("kind", ["random", "power-law"])
+@pytest.mark.parametrize("F", [1, 16, 64])
+@pytest.mark.parametrize("row", rows_param(ROWS_BY_FOLDER["composite"]))
+def test_deterministic_mode_repeats_bitwise_at_every_width(row: OpRow, F: int, kind: str, device: str) -> None:
+    """Under torch.use_deterministic_algorithms(True) two calls on the same
+    float32 inputs give the same bits, forward and src's gradient, for every
+    composite at F = 1, 16 and 64, over a random index and a power-law one
+    with a group of thousands (softmax_csr: the segments of the sorted
+    index); the first run also against the float64 reference
+    (composite_reference and its autograd)."""
+    g = torch.Generator().manual_seed(300 + F)
+    src = torch.randn(DET_E, F, generator=g).to(device)
+    index = det_index(kind, DET_E, DET_N, g)
+    if isinstance(row, SoftmaxCsrRow):
+        sample = Sample((src, _indptr(index.sort().values, DET_N).to(device)), 0, desc=kind)
+    else:
+        sample = Sample((src, index.to(device)), 0, DET_N, desc=kind)
+    grad = torch.randn((DET_N if isinstance(row, GroupCompositeRow) else DET_E, F), generator=g).to(device)
+
+    def forward_backward() -> tuple[Tensor, Tensor]:
+        leaf = src.detach().clone().requires_grad_()
+        result = row.call_with((leaf,), sample)[0]
+        return result.detach(), torch.autograd.grad(result, (leaf,), grad)[0]
+
+    with deterministic_algorithms():
+        runs = [forward_backward() for _ in range(2)]
+    context = f"{row.name} {kind} F={F}"
+    for first, second in zip(*runs):
+        assert_bitwise(second, first, f"{context}: runs differ")
+    row.check(runs[0][:1], sample, "deterministic mode")
+    rtol, atol = TOLERANCE[torch.float32]
+    torch.testing.assert_close(runs[0][1].double().cpu(), row.grad_reference(sample, grad)[0].cpu(), rtol=rtol,
+                               atol=atol, msg=lambda m: f"{context}: src gradient\n{m}")
+
+
+# --------------------------------------------------------------------------- -inf first in a group
+
+#: Below it a CPU pass runs on one thread (kSerialElements in composite_cpu.cpp).
+CPU_SERIAL_ELEMENTS = 1 << 15
+
+
+@contextmanager
+def cpu_threads(n: int) -> Iterator[None]:
+    """Runs the block with torch's CPU thread count at n, then restores it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def minus_inf_first(E: int, n: int, dtype: torch.dtype, g: torch.Generator, csr: bool) -> tuple[Tensor, Tensor]:
+    """(src [E, 3], index [E]) over n groups of at least 3 sources each
+    (sorted with `csr`, else in random order): in every third group the
+    first source in source order is -inf in all three columns, the rest
+    finite; in every sixth also its second in column 1 (two leading -inf),
+    and its last in column 2 (one more further on)."""
+    index = torch.cat([torch.arange(n).repeat(3), torch.randint(0, n, (E - 3 * n,), generator=g)])
+    index = index.sort().values if csr else index[torch.randperm(E, generator=g)]
+    src = torch.randn(E, 3, generator=g, dtype=torch.float64)
+    for group in range(0, n, 3):
+        members = (index == group).nonzero().view(-1)
+        src[members[0]] = -inf
+        if group % 6 == 0:
+            src[members[1], 1] = -inf
+            src[members[-1], 2] = -inf
+    return src.to(dtype), index
+
+
+MINUS_INF_OPS = {
+    "softmax": (lambda s, i, n: torchplug.scatter_softmax(s, i, 0, n), lambda t: t.softmax(0), True),
+    "log_softmax": (lambda s, i, n: torchplug.scatter_log_softmax(s, i, 0, n), lambda t: t.log_softmax(0), True),
+    "logsumexp": (lambda s, i, n: torchplug.scatter_logsumexp(s, i, 0, dim_size=n), lambda t: t.logsumexp(0),
+                  False),
+    "softmax_csr": (lambda s, indptr, n: torchplug.softmax_csr(s, indptr, 0), lambda t: t.softmax(0), True),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("E, threads", [
+    pytest.param(40, 1, id="serial size"),
+    pytest.param(20_000, 1, id="parallel size, one thread"),
+    pytest.param(20_000, 2, id="parallel size, two threads"),
+])
+@pytest.mark.parametrize("name", list(MINUS_INF_OPS))
+def test_group_whose_first_value_is_minus_inf(name: str, E: int, threads: int, dtype: torch.dtype,
+                                              device: str) -> None:
+    """A group whose first value in source order is -inf and which holds
+    finite values too: the -inf gets 0 (log_softmax: -inf) and no share of
+    the sum, the others the softmax of the finite values, and its logsumexp
+    theirs, as torch.softmax, torch.log_softmax and torch.logsumexp give on
+    each group in float64; the gradient as their autograd's (0 at the -inf
+    but for log_softmax, whose is the incoming gradient). Below the size
+    where the CPU passes go parallel and above it, on one thread and on two
+    (each owning a range of the groups)."""
+    assert (E * 3 < CPU_SERIAL_ELEMENTS) == (E == 40)
+    ours, theirs, per_value = MINUS_INF_OPS[name]
+    g = torch.Generator().manual_seed(7)
+    n = max(4, E // 50)
+    src, index = minus_inf_first(E, n, dtype, g, csr=name == "softmax_csr")
+    positions = _indptr(index, n) if name == "softmax_csr" else index
+    grad = torch.randn((E if per_value else n, 3), generator=g, dtype=torch.float64)
+    leaf = src.to(device).requires_grad_()
+    with cpu_threads(threads):
+        got = ours(leaf, positions.to(device), n)
+        (got_grad,) = torch.autograd.grad(got, (leaf,), grad.to(dtype).to(device))
+    ref_leaf = src.double().requires_grad_()
+    if per_value:
+        want = per_source(ref_leaf, index, 0, n, theirs)
+    else:
+        want = per_row(ref_leaf, index, 0, n, theirs, 0.0)
+    (want_grad,) = torch.autograd.grad(want, (ref_leaf,), grad.to(dtype).double())
+    assert got.dtype == dtype and got.shape == want.shape and got.device == leaf.device
+    rtol, atol = TOLERANCE[dtype]
+    torch.testing.assert_close(got.detach().double().cpu(), want.detach(), rtol=rtol, atol=atol,
+                               msg=lambda m: f"{name}: {m}")
+    torch.testing.assert_close(got_grad.double().cpu(), want_grad, rtol=rtol, atol=atol,
+                               msg=lambda m: f"{name}: src gradient\n{m}")
 

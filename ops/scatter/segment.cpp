@@ -130,7 +130,7 @@ void check_sorted(const char* op, const at::Tensor& index) {
 at::Tensor rows_of_positions(const at::Tensor& expanded_indptr, int64_t E) {
   const int64_t outer = expanded_indptr.size(0);
   const int64_t N = std::max<int64_t>(expanded_indptr.size(1) - 1, 0);
-  const auto ends = expanded_indptr.narrow(1, 1, N).contiguous();
+  const auto ends = expanded_indptr.narrow(1, expanded_indptr.size(1) - N, N).contiguous();  // none for an empty indptr
   const auto positions = at::arange(E, expanded_indptr.options()).expand({outer, E}).contiguous();
   // The number of segment ends at or before a position: the segment holding it.
   const auto rows = at::searchsorted(ends, positions, /*out_int32=*/false, /*right=*/true);

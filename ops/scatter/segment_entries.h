@@ -16,12 +16,26 @@
 #include "torchplug/core/library.h"
 
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/accumulate.h>
+
+#include <algorithm>
 
 namespace torchplug::scatter_detail {
 
 inline int64_t coo_dim(const char* op, const at::Tensor& index) {
   TORCH_CHECK(index.dim() >= 1, op, ": argument 'index' must have at least one dimension");
   return index.dim() - 1;
+}
+
+// segment_coo's default output size for an empty src: max(index) + 1 over the
+// index broadcast to src's leading sizes (torch_scatter's rule), which an
+// empty trailing size (no features) leaves non-empty; the plan's scatter rule
+// would give 0.
+inline int64_t coo_size_of_empty(const char* op, const at::Tensor& src, const at::Tensor& index) {
+  core::check_index_dtype(op, "index", index);
+  const auto leading = src.sizes().slice(0, std::min<size_t>(index.dim(), src.dim()));
+  if (c10::multiply_integers(leading) == 0 || index.numel() == 0) return 0;
+  return core::index_bounds(index).max + 1;
 }
 
 // The problem of a segment_csr whose indptr every slice shares, for the
@@ -80,7 +94,11 @@ struct SegmentEntries {
     Kernels::check(op, src);
     const c10::DeviceGuard guard(src.device());
     std::optional<int64_t> size;
-    if (dim_size) size = dim_size->expect_int();
+    if (dim_size) {
+      size = dim_size->expect_int();
+    } else if (src.numel() == 0) {
+      size = coo_size_of_empty(op, src, index);
+    }
     const auto problem = core::plan<Policy>(def, src, index, coo_dim(op, index), size);
     check_sorted(op, index);
     Kernels::template scatter<Policy>(problem);

@@ -37,7 +37,9 @@ import torch.autograd.forward_ad as fwAD
 from torch.autograd import gradcheck, gradgradcheck
 
 import torchplug
-from scatter_reference import broadcast_index, default_dim_size, ulp
+from op_table import OpRow, Sample, assert_bitwise, values
+from scatter_reference import broadcast_index, default_dim_size, gamma, ulp
+from scatter_rows import scatter_rows_param
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INT_DTYPES = [torch.int32, torch.int64]
@@ -1355,3 +1357,84 @@ def test_second_gpu() -> None:
     out = torchplug.scatter_sum(src, index, 0, dim_size=100)
     assert out.device == src.device
     assert_scatter_close(out, src, index, 0, dim_size=100)
+
+
+# --------------------------------------------------------------------------- deterministic mode
+
+#: The deterministic-mode sizes: E sources of F values into N slots; the
+#: power-law index puts DET_HUB more sources into one slot (a row of about
+#: 3.7K, past CUDA's ordered blocks of 1024 sources).
+DET_E, DET_N, DET_HUB = 8_000, 500, 3_000
+
+
+def det_index(kind: str, E: int, N: int, g: torch.Generator) -> torch.Tensor:
+    """A CPU index of E values in [0, N): "random" uniform; "power-law" slot
+    k drawn with weight 1 / (k + 1) (degrees of a power law), DET_HUB more
+    entries in its largest slot, slots relabelled at random and entries in
+    random order (a hub spread over the whole index)."""
+    if kind == "random":
+        return torch.randint(0, N, (E,), generator=g)
+    weights = 1.0 / torch.arange(1, N + 1, dtype=torch.float64)
+    drawn = torch.multinomial(weights, E - DET_HUB, replacement=True, generator=g)
+    drawn = torch.cat([torch.zeros(DET_HUB, dtype=torch.long), drawn])
+    return torch.randperm(N, generator=g)[drawn][torch.randperm(E, generator=g)]
+
+
+@contextmanager
+def deterministic_algorithms() -> Iterator[None]:
+    """Runs the block under torch.use_deterministic_algorithms(True), then restores the mode."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def forward_backward(row: OpRow, sample: Sample, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The row's outputs on `sample` (values, and the arg of min and max),
+    then the gradient of its src for `grad` of the values."""
+    leaf = sample.inputs[0].detach().clone().requires_grad_()
+    outputs = row.call_with((leaf,), sample)
+    (g_src,) = torch.autograd.grad(outputs[0], (leaf,), grad)
+    return tuple(t.detach() for t in outputs) + (g_src,)
+
+
+def assert_src_grad_close(got: torch.Tensor, want: torch.Tensor, terms: torch.Tensor, context: str) -> None:
+    """A float32 src gradient against its float64 reference: within
+    gamma(terms + 1, 2**-24) * |want|, with `terms` (per source) the count of
+    its slot: sum's and min/max's gradients copy grad (exact), mean's divides
+    it once, mul's multiplies the slot's other terms-1 factors by it."""
+    assert got.dtype == torch.float32 and got.shape == want.shape, context
+    got, want = got.double().cpu(), want.double().cpu()
+    tol = gamma(terms.double().cpu() + 1, 2.0**-24) * want.abs()
+    err = (got - want).abs()
+    bad = ~(err <= tol)
+    assert not bad.any(), (f"{context}: {int(bad.sum())} of {bad.numel()} gradient elements off; worst error "
+                           f"{float(err.max())}")
+
+
+@pytest.mark.parametrize("kind", ["random", "power-law"])
+@pytest.mark.parametrize("row", scatter_rows_param())
+def test_deterministic_mode_every_reduction_at_width_16(row: OpRow, kind: str, device: str) -> None:
+    """Under torch.use_deterministic_algorithms(True) two calls on the same
+    inputs give the same bits: values, the arg of min and max, and src's
+    gradient, over a random index and a power-law one with a hub of
+    thousands. Rows of 16 float32 values, the width between the 1 and 64
+    of test_scatter_reduce.py's CUDA test (and of test_cuda_reliability.py's);
+    the first run also against the float64 reference (scatter_reference)."""
+    F = 16
+    g = torch.Generator().manual_seed(41)
+    src = values((DET_E, F), torch.float32, row.reduce, g, zeros=False).to(device)
+    index = det_index(kind, DET_E, DET_N, g)
+    grad = torch.randn(DET_N, F, generator=g).to(device)
+    sample = Sample((src, index.to(device)), 0, DET_N, desc=kind)
+    with deterministic_algorithms():
+        runs = [forward_backward(row, sample, grad) for _ in range(2)]
+    context = f"{row.name} {kind} F={F}"
+    for first, second in zip(*runs):
+        assert_bitwise(second, first, f"{context}: runs differ")
+    row.check(runs[0][:-1], sample, "deterministic mode")
+    terms = torch.bincount(index, minlength=DET_N)[index].view(-1, 1).expand(-1, F)
+    assert_src_grad_close(runs[0][-1], row.grad_reference(sample, grad)[0], terms, context)
+

@@ -7,6 +7,8 @@ sum's repeatable bits), errors, and the compiler stacks."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Optional
 
 import pytest
@@ -14,7 +16,7 @@ import torch
 from torch import Tensor
 
 import torchplug
-from op_table import TOLERANCE
+from op_table import TOLERANCE, assert_bitwise
 from spmm_reference import spmm_reference
 from torchplug._reductions import implemented
 
@@ -469,3 +471,123 @@ def test_compile_with_the_cached_transpose(device: str) -> None:
     torch.testing.assert_close(scripted(rowptr, col, value, x, transpose), torchplug.spmm_mean(rowptr, col, value, x))
     torch.testing.assert_close(torch.jit.script(torchplug.sddmm)(rowptr, col, x[:0].new_ones(20, 4), x),
                                torchplug.sddmm(rowptr, col, x.new_ones(20, 4), x))
+
+
+# --------------------------------------------------------------------------- deterministic mode
+
+
+def power_law_graph(M: int, N: int, nnz: int, g: torch.Generator, hub: int):
+    """(rowptr, col): nnz edges whose rows and columns are drawn with weight
+    1 / (k + 1) (power-law degrees, labels shuffled), plus `hub` edges in one
+    row and `hub` more in one column (a row of thousands for the forward
+    and value's gradient, a column of thousands for x's gradient, which
+    runs over the transpose)."""
+    def draw(n: int, count: int) -> Tensor:
+        weights = 1.0 / torch.arange(1, n + 1, dtype=torch.float64)
+        return torch.randperm(n, generator=g)[torch.multinomial(weights, count, replacement=True, generator=g)]
+
+    rows = torch.cat([draw(M, nnz), torch.full((hub,), int(torch.randint(0, M, (1,), generator=g))),
+                      torch.randint(0, M, (hub,), generator=g)])
+    cols = torch.cat([draw(N, nnz), torch.randint(0, N, (hub,), generator=g),
+                      torch.full((hub,), int(torch.randint(0, N, (1,), generator=g)))])
+    order = torch.randperm(rows.numel(), generator=g)
+    rows, perm = rows[order].sort(stable=True)
+    col = cols[order][perm]
+    rowptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=M).cumsum(0)])
+    return rowptr, col
+
+
+@contextmanager
+def deterministic_algorithms() -> Iterator[None]:
+    """Runs the block under torch.use_deterministic_algorithms(True), then restores the mode."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.parametrize("kind", ["random", "power-law"])
+@pytest.mark.parametrize("F", [1, 16, 64])
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_deterministic_mode_backward_repeats_bitwise(reduce: str, F: int, kind: str, device: str) -> None:
+    """Under torch.use_deterministic_algorithms(True) two forward and
+    backward passes on the same float32 inputs give the same bits: the
+    output (and arg), x's gradient and value's, at F = 1, 16 and 64, over a
+    random graph and a power-law one with a row and a column of thousands of
+    edges; the first run also against autograd of the float64 messages
+    (spmm_reference)."""
+    g = torch.Generator().manual_seed(400 + F)
+    M, N, nnz = 500, 400, 8000
+    rowptr, col = graph(M, N, nnz, g) if kind == "random" else power_law_graph(M, N, nnz - 6000, g, hub=3000)
+    x = torch.randn(N, F, generator=g)
+    value = torch.randn(col.numel(), generator=g)
+    grad = torch.randn(M, F, generator=g)
+    on = [t.to(device) for t in (rowptr, col, x, value, grad)]
+
+    def forward_backward() -> tuple[Tensor, ...]:
+        leaves = (on[2].clone().requires_grad_(), on[3].clone().requires_grad_())
+        outputs = call(reduce, on[0], on[1], leaves[1], leaves[0])
+        grads = torch.autograd.grad(outputs[0], leaves, on[4])
+        return tuple(t.detach() for t in outputs) + grads
+
+    with deterministic_algorithms():
+        runs = [forward_backward() for _ in range(2)]
+    context = f"spmm_{reduce} {kind} F={F}"
+    for first, second in zip(*runs):
+        assert_bitwise(second, first, f"{context}: runs differ")
+    leaves = (x.double().requires_grad_(), value.double().requires_grad_())
+    want, want_arg = spmm_reference(rowptr, col, leaves[1], leaves[0], reduce)
+    want_grads = torch.autograd.grad(want, leaves, grad.double())
+    if want_arg is not None:
+        assert torch.equal(runs[0][1].cpu(), want_arg), f"{context}: arg"
+    bounds = sum_bounds(rowptr, col, value, x, grad, reduce, want.detach(), want_arg)
+    for name, have, expected, (terms, mag) in zip(("out", "x's gradient", "value's gradient"),
+                                                 runs[0][:1] + runs[0][-2:], (want.detach(),) + want_grads, bounds):
+        assert_sum_close(have, expected, terms, mag, f"{context}: {name}")
+
+
+def sum_bounds(rowptr: Tensor, col: Tensor, value: Tensor, x: Tensor, grad: Tensor, reduce: str, out: Tensor,
+               arg: Optional[Tensor]) -> list[tuple[Tensor, Tensor]]:
+    """(terms, mag) of spmm's output, x's gradient and value's gradient, in
+    float64: each is a sum (min and max: of the products at the arg edges,
+    their output one product) of `terms` rounded operations at most, over
+    products whose magnitudes add up to `mag`."""
+    nnz, F = col.numel(), x.size(1)
+    degree = rowptr.diff()
+    row = torch.repeat_interleave(degree, output_size=nnz)
+    weight = value.double().abs()
+    if reduce == "mean":
+        weight = weight / degree.clamp(min=1)[row].double()
+    chosen = torch.ones(nnz, F, dtype=torch.float64)
+    if arg is not None:
+        chosen = (arg[row] == torch.arange(nnz).view(-1, 1)).double()
+    x_at, g_at = x.double().abs()[col], grad.double().abs()[row]
+    if arg is None:
+        out_bound = (degree.view(-1, 1) + 2, torch.zeros_like(out).index_add_(0, row, weight.view(-1, 1) * x_at))
+    else:
+        out_bound = (torch.ones(1), out.abs())
+    x_bound = (torch.bincount(col, minlength=x.size(0)).view(-1, 1) + 2,
+               torch.zeros(x.shape, dtype=torch.float64).index_add_(0, col, weight.view(-1, 1) * g_at * chosen))
+    value_mag = (g_at * x_at * chosen).sum(1)
+    if reduce == "mean":
+        value_mag = value_mag / degree.clamp(min=1)[row].double()
+    return [out_bound, x_bound, (torch.full((1,), F + 2), value_mag)]
+
+
+def assert_sum_close(have: Tensor, want: Tensor, terms: Tensor, mag: Tensor, context: str) -> None:
+    """float32 `have` against the float64 `want`: within
+    (gamma(terms, 2**-24) + gamma(terms, 2**-53)) * mag, the error bound of a
+    float32 sum of that many rounded operations in any order (Higham,
+    "Accuracy and Stability of Numerical Algorithms", sec. 3.1), as
+    scatter_reference.assert_reduced_close rules the scatter family."""
+    def gamma(k: Tensor, u: float) -> Tensor:
+        return k * u / (1 - k * u)
+
+    assert have.dtype == torch.float32 and have.shape == want.shape, context
+    err = (have.double().cpu() - want).abs()
+    tol = (gamma(terms.double(), 2.0**-24) + gamma(terms.double(), 2.0**-53)) * mag
+    bad = ~(err <= tol)
+    assert not bad.any(), (f"{context}: {int(bad.sum())} of {bad.numel()} elements off; worst error "
+                           f"{float(err.max())}, excess over the bound {float((err - tol).max())}")
