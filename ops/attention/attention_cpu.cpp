@@ -13,6 +13,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -46,12 +48,45 @@ TORCHPLUG_VECTORISED_CLONES void edge_terms(at::opmath_type<scalar_t>* __restric
   }
 }
 
-// Each row: its scores, edge by edge and head by head (a source row read
-// once; gatv2's and dot's from edge_terms), kept for the row; then per head the softmax (weights, into out),
-// or with kGrad the scores' gradient from the weights' gradient `grad`:
+// A row's softmax per head over its scores [length, H], in place: each
+// becomes exp(score - max), the max over the row's scores of its head (a NaN
+// wins), and inv[h] 1 / their sum (summed in double: long rows do not
+// drift), SoftmaxProgram's rules: a head of -inf scores weighs 0 everywhere,
+// a +inf or a NaN makes it NaN. One exponential per score, in T (float for
+// float32): weights are exp * inv.
+template <typename T>
+TORCHPLUG_VECTORISED_CLONES void exp_and_normaliser(T* __restrict__ scores, int64_t length, int64_t H,
+                                                    T* __restrict__ shift, T* __restrict__ inv,
+                                                    double* __restrict__ sums) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  std::fill(shift, shift + H, kNegInf);
+  for (int64_t j = 0; j < length; ++j) {
+    for (int64_t h = 0; h < H; ++h) {
+      const T x = scores[j * H + h];
+      shift[h] = x > shift[h] || x != x ? x : shift[h];
+    }
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    inv[h] = shift[h] == kNegInf ? T(0) : T(1);  // 0: every score is -inf
+    shift[h] = shift[h] == kNegInf ? T(0) : shift[h];
+    sums[h] = 0;
+  }
+  for (int64_t j = 0; j < length; ++j) {
+    for (int64_t h = 0; h < H; ++h) {
+      const T e = std::exp(scores[j * H + h] - shift[h]);
+      scores[j * H + h] = e;
+      sums[h] += static_cast<double>(e);
+    }
+  }
+  for (int64_t h = 0; h < H; ++h) inv[h] = inv[h] == T(0) ? T(0) : static_cast<T>(1.0 / sums[h]);
+}
+
+// Each row: its scores in T, edge by edge (a source row read once: gat's H
+// values, gatv2's and dot's H * C terms from edge_terms), then per head the
+// softmax (weights, into out), or with kGrad the scores' gradient from the
+// weights' gradient `grad`:
 //   gs[k] = alpha[k] * (grad[k] - sum over the row of alpha * grad)
-// (gat: times the activation's slope at its value before it). The states
-// are double whatever the dtype, as softmax_csr's on the CPU.
+// (gat: times the activation's slope at its value before it).
 template <typename scalar_t, bool kGrad>
 void softmax_rows(const EdgeProblem& p, const at::Tensor& grad_, const at::Tensor& out_) {
   using T = at::opmath_type<scalar_t>;
@@ -61,47 +96,46 @@ void softmax_rows(const EdgeProblem& p, const at::Tensor& grad_, const at::Tenso
   const scalar_t* grad = kGrad ? grad_.const_data_ptr<scalar_t>() : nullptr;
   out_t* out = out_.mutable_data_ptr<out_t>();
   const EdgeScore<scalar_t> score = edge_score<scalar_t>(p);
-  const int64_t H = p.H;
+  const int64_t H = p.H, C = p.C, F = H * C;
   const bool keep_pre = kGrad && p.kind == Score::kGat;
-  const int64_t C = p.C, F = H * C;
   const scalar_t* att = p.kind == Score::kGatV2 ? score.att : nullptr;
   at::parallel_for(0, p.M, grain(p, p.M), [&](int64_t first, int64_t last) {
-    std::vector<double> scores, sums(H);
-    std::vector<T> pre, terms(F);
-    std::vector<core::MaxExpSum<double>> states(H);
+    std::vector<T> scores, pre, terms(F), shift(H), inv(H);
+    std::vector<double> sums(H), dots(H);
     for (int64_t r = first; r < last; ++r) {
       const int64_t begin = rowptr[r], length = rowptr[r + 1] - begin;
       scores.resize(length * H);
       if (keep_pre) pre.resize(length * H);
-      std::fill(states.begin(), states.end(), core::max_exp_sum_init<double>());
       for (int64_t j = 0; j < length; ++j) {
         const int64_t c = col[begin + j];
-        if (p.kind != Score::kGat) edge_terms(terms.data(), score.src + c * F, score.dst + r * F, att, F, score.slope);
-        for (int64_t h = 0; h < H; ++h) {
-          double value;
-          if (p.kind == Score::kGat) {
-            value = score(c, r, h, keep_pre ? &pre[j * H + h] : nullptr);
-          } else {
-            T sum = 0;
-            for (int64_t i = h * C; i < (h + 1) * C; ++i) sum += terms[i];
-            value = p.kind == Score::kDot ? sum * score.scale : sum;
+        T* row_scores = scores.data() + j * H;
+        if (p.kind == Score::kGat) {
+          for (int64_t h = 0; h < H; ++h) {
+            const T z = static_cast<T>(score.src[c * H + h]) + static_cast<T>(score.dst[r * H + h]);
+            if (keep_pre) pre[j * H + h] = z;
+            row_scores[h] = score.act(z);
           }
-          scores[j * H + h] = value;
-          core::max_exp_sum_update(states[h], value);
+          continue;
+        }
+        edge_terms(terms.data(), score.src + c * F, score.dst + r * F, att, F, score.slope);
+        for (int64_t h = 0; h < H; ++h) {
+          T sum = 0;
+          for (int64_t i = h * C; i < (h + 1) * C; ++i) sum += terms[i];
+          row_scores[h] = p.kind == Score::kDot ? sum * score.scale : sum;
         }
       }
-      for (auto& state : states) state = normaliser(state);
+      exp_and_normaliser(scores.data(), length, H, shift.data(), inv.data(), sums.data());
       if constexpr (!kGrad) {
-        for (int64_t j = 0; j < length * H; ++j) out[begin * H + j] = static_cast<out_t>(weight(states[j % H], scores[j]));
+        for (int64_t j = 0; j < length * H; ++j) out[begin * H + j] = static_cast<out_t>(scores[j] * inv[j % H]);
       } else {
-        std::fill(sums.begin(), sums.end(), 0.0);
+        std::fill(dots.begin(), dots.end(), 0.0);
         for (int64_t j = 0; j < length * H; ++j) {
-          scores[j] = weight(states[j % H], scores[j]);  // now alpha
-          sums[j % H] += scores[j] * static_cast<double>(grad[begin * H + j]);
+          scores[j] *= inv[j % H];  // now alpha
+          dots[j % H] += static_cast<double>(scores[j]) * static_cast<double>(grad[begin * H + j]);
         }
         for (int64_t j = 0; j < length * H; ++j) {
-          double gs = scores[j] * (static_cast<double>(grad[begin * H + j]) - sums[j % H]);
-          if (keep_pre && !(pre[j] > 0)) gs *= p.negative_slope;
+          T gs = scores[j] * static_cast<T>(static_cast<double>(grad[begin * H + j]) - dots[j % H]);
+          if (keep_pre && !(pre[j] > 0)) gs *= static_cast<T>(p.negative_slope);
           out[begin * H + j] = static_cast<out_t>(gs);
         }
       }
