@@ -17,8 +17,10 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ceil_div.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/searchsorted.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -526,6 +528,14 @@ void finalize(const ScatterProblem& p, const Target<acc_t, arg_t>& t, bool any) 
 template <typename Policy>
 void scatter_kernel_cpu(const ScatterProblem& p) {
   using namespace cpu_detail;
+  // A sorted index (a batch vector, a CSR's rows) names segments: each output
+  // row is combined once, in order, with no private copies. A random index
+  // leaves std::is_sorted at its first descent.
+  const int64_t* index = p.index.const_data_ptr<int64_t>();
+  if (p.index_1d && !p.accumulate && p.src.numel() > 0 && std::is_sorted(index, index + p.E)) {
+    segment_kernel_cpu<Policy>(p, at::searchsorted(p.index, at::arange(p.N + 1, p.index.options())));
+    return;
+  }
   const at::Tensor acc_tensor = accumulator<Policy>(p);
   const bool any = p.src.numel() > 0 && p.out.numel() > 0;
   const auto run = [&](auto arg_type) {
@@ -544,9 +554,9 @@ void scatter_kernel_cpu(const ScatterProblem& p) {
       const Target<acc_t, arg_t> acc{acc_tensor.mutable_data_ptr<acc_t>(), args,
                                      static_cast<arg_t>(p.E)};
       if (any && p.index_1d) {
-        scatter_rows<Policy, scalar_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
+        scatter_rows<Policy, scalar_t>(p, src, index, acc);
       } else if (any) {
-        scatter_columns<Policy, scalar_t>(p, src, p.index.const_data_ptr<int64_t>(), acc);
+        scatter_columns<Policy, scalar_t>(p, src, index, acc);
       }
       finalize<Policy>(p, acc, any);
     }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16, at::kInt, at::kLong);
