@@ -25,6 +25,8 @@
 #include "torchplug/core/library.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
@@ -279,6 +281,17 @@ void check_graph_values(const char* op, const at::Tensor& rowptr, const at::Tens
   core::check_index_range(op, "col", core::index_bounds(col.to(at::kLong)), rowptr.size(0) - 1);
 }
 
+// Tensors in pinned host memory that the kernels queued so far read: each
+// block goes back to PyTorch's pinned-memory cache (for the next pin_memory()
+// to fill) only once those kernels have run.
+void hold_while_read(std::initializer_list<OptTensor> tensors) {
+  for (const OptTensor& t : tensors) {
+    if (!t || !t->is_cpu() || t->numel() == 0) continue;
+    const c10::DataPtr& data = t->storage().data_ptr();
+    at::getHostAllocator(at::kCUDA)->record_event(data.get(), data.get_context(), at::cuda::getCurrentCUDAStream());
+  }
+}
+
 void raise_flags(const char* op, const at::Tensor& flags) {
   const at::Tensor host = flags.cpu();
   const int32_t* f = host.const_data_ptr<int32_t>();
@@ -517,6 +530,7 @@ neighbor_sample_kernel(const at::Tensor& rowptr, const at::Tensor& col, const at
                                                return_edge_id, generator);
   NeighborSample s;
   AT_DISPATCH_INDEX_TYPES(p.rowptr.scalar_type(), "torchplug::neighbor_sample", [&] { s = sample_cuda<index_t>(p); });
+  hold_while_read({p.rowptr, p.col, p.node_time, p.edge_time, p.edge_weight});
   return {s.row, s.col, s.node_id, s.edge_id, s.num_sampled_nodes_per_hop, s.num_sampled_edges_per_hop};
 }
 
@@ -527,6 +541,7 @@ at::Tensor random_walk_kernel(const at::Tensor& rowptr, const at::Tensor& col, c
   const WalkProblem w = plan_random_walk(rowptr, col, seed, walk_length, p, q, generator);
   at::Tensor out;
   AT_DISPATCH_INDEX_TYPES(w.rowptr.scalar_type(), "torchplug::random_walk", [&] { out = walk_cuda<index_t>(w); });
+  hold_while_read({w.rowptr, w.col});
   return out;
 }
 
@@ -537,6 +552,7 @@ std::tuple<at::Tensor, at::Tensor, OptTensor> subgraph_entry(const at::Tensor& r
   const SubgraphProblem s = plan_subgraph(rowptr, col, nodes, return_edge_id);
   std::tuple<at::Tensor, at::Tensor, OptTensor> out;
   AT_DISPATCH_INDEX_TYPES(s.rowptr.scalar_type(), "torchplug::subgraph", [&] { out = subgraph_cuda<index_t>(s); });
+  hold_while_read({s.rowptr, s.col});
   return out;
 }
 
@@ -548,12 +564,14 @@ at::Tensor gather_rows_entry(const at::Tensor& x, const at::Tensor& index) {
   if (core::validates_indices(index.device())) {
     core::check_index_range(op, "index", core::index_bounds(index.to(at::kLong)), x.size(0));
   }
-  const at::Tensor rows = x.contiguous(), at = index.contiguous();
+  const at::Tensor rows = x.contiguous(), positions = index.contiguous();
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] = index.size(0);
   at::Tensor out = at::empty(shape, index.options().dtype(x.scalar_type()));
   if (out.numel() == 0) return out;
-  AT_DISPATCH_INDEX_TYPES(at.scalar_type(), "torchplug::gather_rows", [&] { gather_rows_cuda<index_t>(rows, at, out); });
+  AT_DISPATCH_INDEX_TYPES(positions.scalar_type(), "torchplug::gather_rows",
+                          [&] { gather_rows_cuda<index_t>(rows, positions, out); });
+  hold_while_read({rows});
   return out;
 }
 

@@ -1006,6 +1006,16 @@ def test_a_graph_in_pageable_host_memory_raises() -> None:
                                   edge_weight=torch.ones(60))
 
 
+def test_host_graph_without_edges() -> None:
+    """An empty tensor has nothing to pin: a host graph without edges still samples."""
+    needs_cuda()
+    rowptr, col = torch.zeros(5, dtype=L).pin_memory(), torch.zeros(0, dtype=L).pin_memory()
+    _, _, node_id, edge_id, nodes, edges = torchplug.neighbor_sample(rowptr, col, torch.tensor([3, 1], device="cuda"),
+                                                                     [2, 2])
+    assert torch.equal(node_id.cpu(), torch.tensor([3, 1])) and edge_id.numel() == 0 and edges == [0, 0]
+    assert torchplug.gather_rows(torch.zeros(5, 0).pin_memory(), torch.tensor([4], device="cuda")).shape == (1, 0)
+
+
 def test_float32_and_float64_weights_pick_alike() -> None:
     """Weights are read in their own dtype: integers, exact in both, give the same picks."""
     rowptr, col = random_graph(100, 1500, gen(69))
