@@ -349,6 +349,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> edges_among(const at:
   const int64_t total = last_of(end_of);
   at::Tensor r = at::empty({total}, nodes.options()), c = at::empty({total}, nodes.options()),
              e = at::empty({total}, nodes.options());
+  if (total == 0) return {end_of, r, c, e};  // empty outputs have no memory: rows would read as null, a count
   core::launch(induced_kernel<index_t>, n, n, nodes.const_data_ptr<int64_t>(), rowptr, col, N, E, t,
                end_of.const_data_ptr<int64_t>(), nullptr, r.mutable_data_ptr<int64_t>(), c.mutable_data_ptr<int64_t>(),
                e.mutable_data_ptr<int64_t>());
