@@ -1060,3 +1060,22 @@ def test_gather_rows_bad_input() -> None:
         torchplug.gather_rows(torch.tensor(1.0), torch.zeros(1, dtype=torch.long))
     with pytest.raises(RuntimeError, match="gather_rows: argument 'index'"):
         torchplug.gather_rows(torch.randn(4, 2), torch.zeros(1))
+
+
+def test_more_than_2_31_edges() -> None:
+    """A graph of 2^31 + 2^20 edges (int64 offsets) on the GPU: the sampled
+    edges are the graph's, their ids past 2^31 where the seeds' rows lie."""
+    needs_cuda()
+    E = 2**31 + 2**20
+    if torch.cuda.mem_get_info()[0] < 12 * E:
+        pytest.skip("needs about 26 GB of free GPU memory")
+    N, degree = 2**27, 16  # rows of 16 edges, the last row takes the rest
+    rowptr = torch.arange(N + 1, device="cuda") * degree
+    rowptr[-1] = E
+    col = torch.randint(0, N, (E,), device="cuda")
+    seed = torch.tensor([0, N // 2, N - 1], device="cuda")
+    row, out_col, node_id, edge_id, _, edges = torchplug.neighbor_sample(rowptr, col, seed, [8, 2], generator=gen(80))
+    assert edge_id.numel() == sum(edges) and int(edge_id.max()) >= 2**31  # the last seed's row lies past 2^31
+    assert torch.equal(node_id[out_col], col[edge_id]) and torch.equal(node_id[row][: edges[0]].cpu(),
+                                                                       seed.repeat_interleave(8).cpu())
+    del col
