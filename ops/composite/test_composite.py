@@ -8,8 +8,6 @@ out= forms, errors, and the compiler stacks."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Callable
 
 import pytest
@@ -17,7 +15,8 @@ import torch
 from torch import Tensor
 
 import torchplug
-from op_table import ROWS_BY_FOLDER, TOLERANCE, OpRow, Sample, assert_bitwise, rows_param
+from op_table import (DET_E, DET_N, ROWS_BY_FOLDER, TOLERANCE, OpRow, Sample, assert_bitwise, cpu_threads,
+                      det_index, deterministic_algorithms, rows_param)
 from composite_rows import GroupCompositeRow, SoftmaxCsrRow  # after op_table, which imports every family's rows
 
 inf = float("inf")
@@ -382,35 +381,6 @@ def test_values_outside_every_group_on_cuda(cuda_device: str) -> None:
 
 # --------------------------------------------------------------------------- deterministic mode
 
-#: The deterministic-mode sizes: E sources of F values into N groups; the
-#: power-law index puts DET_HUB more sources into one group (about 3.7K,
-#: past CUDA's blocks of 1024).
-DET_E, DET_N, DET_HUB = 8_000, 500, 3_000
-
-
-def det_index(kind: str, E: int, N: int, g: torch.Generator) -> Tensor:
-    """A CPU index of E values in [0, N): "random" uniform; "power-law" group
-    k drawn with weight 1 / (k + 1), DET_HUB more entries in its largest
-    group, groups relabelled at random and entries in random order."""
-    if kind == "random":
-        return torch.randint(0, N, (E,), generator=g)
-    weights = 1.0 / torch.arange(1, N + 1, dtype=torch.float64)
-    drawn = torch.multinomial(weights, E - DET_HUB, replacement=True, generator=g)
-    drawn = torch.cat([torch.zeros(DET_HUB, dtype=torch.long), drawn])
-    return torch.randperm(N, generator=g)[drawn][torch.randperm(E, generator=g)]
-
-
-@contextmanager
-def deterministic_algorithms() -> Iterator[None]:
-    """Runs the block under torch.use_deterministic_algorithms(True), then restores the mode."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
-
-
 def _indptr(index: Tensor, n: int) -> Tensor:
     """The indptr [n + 1] of a sorted index into n groups."""
     return torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(index, minlength=n).cumsum(0)])
@@ -455,17 +425,6 @@ def test_deterministic_mode_repeats_bitwise_at_every_width(row: OpRow, F: int, k
 
 #: Below it a CPU pass runs on one thread (kSerialElements in composite_cpu.cpp).
 CPU_SERIAL_ELEMENTS = 1 << 15
-
-
-@contextmanager
-def cpu_threads(n: int) -> Iterator[None]:
-    """Runs the block with torch's CPU thread count at n, then restores it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def minus_inf_first(E: int, n: int, dtype: torch.dtype, g: torch.Generator, csr: bool) -> tuple[Tensor, Tensor]:

@@ -27,8 +27,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Optional
 
 import pytest
@@ -37,7 +35,8 @@ import torch.autograd.forward_ad as fwAD
 from torch.autograd import gradcheck, gradgradcheck
 
 import torchplug
-from op_table import OpRow, Sample, assert_bitwise, values
+from op_table import (DET_E, DET_N, OpRow, Sample, assert_bitwise, cpu_threads, det_index, deterministic_algorithms,
+                      values)
 from scatter_reference import broadcast_index, default_dim_size, gamma, ulp
 from scatter_rows import scatter_rows_param
 
@@ -74,17 +73,6 @@ def make_index(E: int, N: int, device: str, dist: str = "random") -> torch.Tenso
     if dist == "all-equal":
         return torch.full((E,), N - 1, dtype=torch.long, device=device)
     raise AssertionError(dist)
-
-
-@contextmanager
-def cpu_threads(n: int) -> Iterator[None]:
-    """Runs the block with torch's CPU thread count at n, then restores it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -1360,36 +1348,6 @@ def test_second_gpu() -> None:
 
 
 # --------------------------------------------------------------------------- deterministic mode
-
-#: The deterministic-mode sizes: E sources of F values into N slots; the
-#: power-law index puts DET_HUB more sources into one slot (a row of about
-#: 3.7K, past CUDA's ordered blocks of 1024 sources).
-DET_E, DET_N, DET_HUB = 8_000, 500, 3_000
-
-
-def det_index(kind: str, E: int, N: int, g: torch.Generator) -> torch.Tensor:
-    """A CPU index of E values in [0, N): "random" uniform; "power-law" slot
-    k drawn with weight 1 / (k + 1) (degrees of a power law), DET_HUB more
-    entries in its largest slot, slots relabelled at random and entries in
-    random order (a hub spread over the whole index)."""
-    if kind == "random":
-        return torch.randint(0, N, (E,), generator=g)
-    weights = 1.0 / torch.arange(1, N + 1, dtype=torch.float64)
-    drawn = torch.multinomial(weights, E - DET_HUB, replacement=True, generator=g)
-    drawn = torch.cat([torch.zeros(DET_HUB, dtype=torch.long), drawn])
-    return torch.randperm(N, generator=g)[drawn][torch.randperm(E, generator=g)]
-
-
-@contextmanager
-def deterministic_algorithms() -> Iterator[None]:
-    """Runs the block under torch.use_deterministic_algorithms(True), then restores the mode."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
-
 
 def forward_backward(row: OpRow, sample: Sample, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The row's outputs on `sample` (values, and the arg of min and max),

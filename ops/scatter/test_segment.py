@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import torchplug
-from op_table import OpRow, Sample, assert_bitwise, rows_param, values
+from op_table import DET_E, DET_N, OpRow, Sample, assert_bitwise, det_index, deterministic_algorithms, rows_param, values
 from scatter_reference import assert_reduced_close, reduce_reference
 from scatter_rows import ROWS, SEGMENT_ROWS
-from test_scatter import DET_E, DET_N, assert_src_grad_close, det_index, deterministic_algorithms, forward_backward
+from test_scatter import assert_src_grad_close, forward_backward
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 SEGMENT_REDUCE = {"sum": "sum", "mean": "mean", "min": "min", "max": "max"}

@@ -7,8 +7,6 @@ sum's repeatable bits), errors, and the compiler stacks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Optional
 
 import pytest
@@ -16,7 +14,7 @@ import torch
 from torch import Tensor
 
 import torchplug
-from op_table import TOLERANCE, assert_bitwise
+from op_table import TOLERANCE, assert_bitwise, deterministic_algorithms
 from spmm_reference import spmm_reference
 from torchplug._reductions import implemented
 
@@ -495,17 +493,6 @@ def power_law_graph(M: int, N: int, nnz: int, g: torch.Generator, hub: int):
     col = cols[order][perm]
     rowptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=M).cumsum(0)])
     return rowptr, col
-
-
-@contextmanager
-def deterministic_algorithms() -> Iterator[None]:
-    """Runs the block under torch.use_deterministic_algorithms(True), then restores the mode."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
 
 
 @pytest.mark.parametrize("kind", ["random", "power-law"])

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Optional
@@ -385,3 +387,46 @@ def _family_rows(folder: Path) -> list[OpRow]:
 ROWS_BY_FOLDER: dict[str, list[OpRow]] = {folder.name: _family_rows(folder) for folder in OP_DIRS}
 ROWS: list[OpRow] = [row for rows in ROWS_BY_FOLDER.values() for row in rows]
 BY_NAME = {row.name: row for row in ROWS}
+
+
+# --------------------------------------------------------------------------- deterministic mode
+
+#: The deterministic-mode sizes: E sources into N slots (groups, rows); the
+#: power-law index puts DET_HUB more sources into one slot (about 3.7K, past
+#: CUDA's ordered blocks of 1024 sources).
+DET_E, DET_N, DET_HUB = 8_000, 500, 3_000
+
+
+def det_index(kind: str, E: int, N: int, g: torch.Generator) -> Tensor:
+    """A CPU index of E values in [0, N): "random" uniform; "power-law" slot
+    k drawn with weight 1 / (k + 1), DET_HUB more entries in its largest
+    slot, slots relabelled at random and entries in random order (a hub
+    spread over the whole index)."""
+    if kind == "random":
+        return torch.randint(0, N, (E,), generator=g)
+    weights = 1.0 / torch.arange(1, N + 1, dtype=torch.float64)
+    drawn = torch.multinomial(weights, E - DET_HUB, replacement=True, generator=g)
+    drawn = torch.cat([torch.zeros(DET_HUB, dtype=torch.long), drawn])
+    return torch.randperm(N, generator=g)[drawn][torch.randperm(E, generator=g)]
+
+
+@contextmanager
+def deterministic_algorithms() -> Iterator[None]:
+    """Runs the block under torch.use_deterministic_algorithms(True), then restores the mode."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+@contextmanager
+def cpu_threads(n: int) -> Iterator[None]:
+    """Runs the block with torch's CPU thread count at n, then restores it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
