@@ -118,34 +118,33 @@ class EpochWorkload:
         if device.type == "cuda":
             candidates.append(Candidate("torchplug host graph", ours(torch.Tensor.pin_memory),
                                         "graph and features in pinned host memory", context=backend.enabled))
-        if pyg_can_sample():
-            data = Data(x=x, y=y, edge_index=torch.stack([row, torch.repeat_interleave(
-                torch.arange(self.n), colptr.diff())]))
+        data = Data(x=x, y=y, edge_index=torch.stack([row, torch.repeat_interleave(torch.arange(self.n),
+                                                                                  colptr.diff())]))
 
-            def loader_epoch(loader: Iterator) -> Callable[[], Tensor]:
-                def epoch() -> Tensor:
-                    batches = 0
-                    for batch in loader:
-                        batch = batch.to(device, non_blocking=True)
-                        step(batch.x, batch.edge_index, batch.y[: batch.batch_size])
-                        batches += 1
-                    return torch.tensor([float(batches)])
-                return epoch
+        def loader_epoch(loader: Iterator) -> Callable[[], Tensor]:
+            def epoch() -> Tensor:
+                batches = 0
+                for batch in loader:
+                    batch = batch.to(device, non_blocking=True)
+                    step(batch.x, batch.edge_index, batch.y[: batch.batch_size])
+                    batches += 1
+                return torch.tensor([float(batches)])
+            return epoch
 
-            def loader() -> Iterator:
-                return NeighborLoader(data, num_neighbors=fanouts, batch_size=self.batch, input_nodes=train,
-                                      shuffle=True, num_workers=LOADER_WORKERS, persistent_workers=True,
-                                      pin_memory=device.type == "cuda")
+        def loader() -> Iterator:
+            return NeighborLoader(data, num_neighbors=fanouts, batch_size=self.batch, input_nodes=train,
+                                  shuffle=True, num_workers=LOADER_WORKERS, persistent_workers=True,
+                                  pin_memory=device.type == "cuda")
 
+        if pyg_can_sample():  # PyG's own samplers: pyg-lib or torch_sparse
             with backend.enabled(False):
                 native = loader()
             candidates.append(Candidate("PyG NeighborLoader", loader_epoch(native),
                                         f"backend off, {LOADER_WORKERS} workers", context=lambda: backend.enabled(False)))
-            with backend.enabled():
-                routed = loader()
-            candidates.append(Candidate("PyG NeighborLoader backend on", loader_epoch(routed),
-                                        f"{LOADER_WORKERS} workers, torchplug's CPU sampler",
-                                        context=backend.enabled))
+        with backend.enabled():
+            routed = loader()
+        candidates.append(Candidate("PyG NeighborLoader backend on", loader_epoch(routed),
+                                    f"{LOADER_WORKERS} workers, torchplug's CPU sampler", context=backend.enabled))
         return Lineup(tuple(candidates), reference=TORCHPLUG)
 
 

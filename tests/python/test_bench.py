@@ -73,7 +73,7 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
     scatter = [w for w in workloads if w["op"] == "scatter"]
     assert sorted((w["params"]["reduce"], w["params"]["F"], w["params"]["index"]) for w in scatter) == sorted(
         [(r, f, "random") for r in ("sum", "mean", "mul", "min", "max") for f in (1, 16, 64)]
-        + [("sum", 16, "sorted")]
+        + [("sum", 16, "sorted"), ("sum", 16, "power-law 2.5")]
     )
     add = [w["name"] for w in workloads if w["op"] == "add"]
     assert len(add) == 11 and "add n=2^12 float32" in add  # contiguous, then the other layouts
@@ -82,11 +82,15 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
     assert sorted((p["kind"], p["reduce"], p["F"]) for p in segment) == sorted(
         [("segment_csr", r, f) for r in ("sum", "mean", "max") for f in (16, 64)]
         + [("segment_coo", "sum", 16), ("gather_csr", "sum", 16), ("gather_coo", "sum", 16)]
+        + [("segment_csr", "sum", 16)]  # power-law segments
     )
+    pool = [w["params"] for w in workloads if w["op"] == "pool"]
+    assert sorted(p["reduce"] for p in pool) == ["max", "mean"]
     composite = [w["params"] for w in workloads if w["op"] == "composite"]
-    assert sorted((p["kind"], p["F"]) for p in composite) == [("softmax", 8), ("softmax_fwbw", 8), ("std", 16)]
+    assert sorted((p["kind"], p["F"]) for p in composite) == [("softmax", 8), ("softmax_fwbw", 8), ("softmax_fwbw", 8),
+                                                              ("std", 16)]
     spmm = [w["params"] for w in workloads if w["op"] == "spmm"]
-    assert sorted(p["reduce"] for p in spmm) == ["max", "mean", "sum"]
+    assert sorted(p["reduce"] for p in spmm) == ["max", "mean", "sum", "sum"]
 
     for workload in workloads:
         names = {c["name"] for c in workload["candidates"]}
@@ -101,6 +105,9 @@ def test_every_workload_and_candidate_runs_and_matches(tmp_path: Path) -> None:
         elif workload["op"] == "spmm":
             sparse_mm = {"torch.sparse.mm"} if workload["params"]["reduce"] == "sum" else set()
             assert names == {"torchplug", "index_select + scatter"} | sparse_mm
+        elif workload["op"] == "pool":
+            pyg = {"PyG pool", "PyG pool backend on"} if _HAS_PYG else set()
+            assert names == {"torchplug", "torchplug segment_coo", "segment_reduce"} | pyg
         elif workload["op"] == "composite":
             softmax = workload["params"]["kind"].startswith("softmax")
             assert names >= {"torchplug", "plain PyTorch"} | ({"torch_geometric softmax"} if softmax and _HAS_PYG else set())
