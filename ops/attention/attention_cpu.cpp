@@ -50,10 +50,10 @@ TORCHPLUG_VECTORISED_CLONES void edge_terms(at::opmath_type<scalar_t>* __restric
 
 // A row's softmax per head over its scores [length, H], in place: each
 // becomes exp(score - max), the max over the row's scores of its head (a NaN
-// wins), and inv[h] 1 / their sum (summed in double: long rows do not
-// drift), SoftmaxProgram's rules: a head of -inf scores weighs 0 everywhere,
-// a +inf or a NaN makes it NaN. One exponential per score, in T (float for
-// float32): weights are exp * inv.
+// wins), and inv[h] the normaliser of (max, their sum) (summed in double:
+// long rows do not drift), so that SoftmaxProgram's rules hold: a head of
+// -inf scores weighs 0 everywhere, a +inf or a NaN makes it NaN. One
+// exponential per score, in T (float for float32): weights are exp * inv.
 template <typename T>
 TORCHPLUG_VECTORISED_CLONES void exp_and_normaliser(T* __restrict__ scores, int64_t length, int64_t H,
                                                     T* __restrict__ shift, T* __restrict__ inv,
@@ -67,8 +67,8 @@ TORCHPLUG_VECTORISED_CLONES void exp_and_normaliser(T* __restrict__ scores, int6
     }
   }
   for (int64_t h = 0; h < H; ++h) {
-    inv[h] = shift[h] == kNegInf ? T(0) : T(1);  // 0: every score is -inf
-    shift[h] = shift[h] == kNegInf ? T(0) : shift[h];
+    inv[h] = shift[h];  // the max, kept for the normaliser
+    shift[h] = shift[h] == kNegInf ? T(0) : shift[h];  // every score -inf: exp gives 0, not NaN
     sums[h] = 0;
   }
   for (int64_t j = 0; j < length; ++j) {
@@ -78,7 +78,7 @@ TORCHPLUG_VECTORISED_CLONES void exp_and_normaliser(T* __restrict__ scores, int6
       sums[h] += static_cast<double>(e);
     }
   }
-  for (int64_t h = 0; h < H; ++h) inv[h] = inv[h] == T(0) ? T(0) : static_cast<T>(1.0 / sums[h]);
+  for (int64_t h = 0; h < H; ++h) inv[h] = static_cast<T>(normaliser(core::MaxExpSum<double>{inv[h], sums[h]}).sum);
 }
 
 // Each row: its scores in T, edge by edge (a source row read once: gat's H

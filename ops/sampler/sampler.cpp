@@ -33,8 +33,9 @@ void check_reachable(const char* op, NamedTensor graph, NamedTensor seeds) {
   const at::Tensor& s = *seeds.second;
   if (g.device() == s.device()) return;
   // An empty tensor has no memory to pin (pin_memory() leaves it unpinned), and nothing is read from it.
-  TORCH_CHECK(s.is_cuda() && g.is_cpu() && ((g.is_pinned() && g.is_contiguous()) || g.numel() == 0), op, ": argument '", graph.first,
-              "' is on ", g.device(), " and '", seeds.first, "' on ", s.device(),
+  const bool pinned = (g.is_pinned() && g.is_contiguous()) || g.numel() == 0;
+  TORCH_CHECK(s.is_cuda() && g.is_cpu() && pinned, op, ": argument '", graph.first, "' is on ", g.device(), " and '",
+              seeds.first, "' on ", s.device(),
               ": the graph lies on the seeds' device or, for seeds on a GPU, in contiguous pinned host memory "
               "(Tensor.pin_memory())");
 }
@@ -220,11 +221,7 @@ at::Tensor gather_rows_kernel(const at::Tensor& x, const at::Tensor& index) {
 }
 
 at::Tensor gather_rows_meta(const at::Tensor& x, const at::Tensor& index) {
-  const char* op = kGatherRows.name().c_str();
-  kGatherRows.check_dtypes({TORCHPLUG_ARG(x)});
-  core::check_dtype_in(op, "index", index, kIndexDtypes);
-  TORCH_CHECK(x.dim() >= 1 && index.dim() == 1, op, ": argument 'x' must have at least one dimension and 'index' "
-              "one, got shapes ", x.sizes(), " and ", index.sizes());
+  check_gather_rows(x, index);
   std::vector<c10::SymInt> shape = x.sym_sizes().vec();
   shape[0] = index.sym_size(0);
   return at::empty_symint(shape, index.options().dtype(x.scalar_type()));

@@ -209,23 +209,24 @@ __global__ void edges_kernel(int64_t P, const int64_t* slot_of, const int64_t* k
 }
 
 // The edges among a node set (its keys in the table, numbered): each node's
-// edges to a node of the set, counted (rows null), then written from
+// edges to a node of the set, counted (into counts), then written from
 // end_of[i - 1] in edge order (neighbor_sample's directed=False, subgraph).
 template <typename index_t>
 __global__ void induced_kernel(int64_t n, const int64_t* nodes, const index_t* rowptr, const index_t* col, int64_t N,
                                int64_t E, Table t, const int64_t* end_of, int64_t* counts, int64_t* rows,
                                int64_t* cols, int64_t* ids) {
   TORCHPLUG_GRID_STRIDE_LOOP(i, n) {
-    int64_t a = 0, b = 0, at = rows == nullptr ? 0 : (i == 0 ? 0 : end_of[i - 1]);
+    const bool count = counts != nullptr;
+    int64_t a = 0, b = 0, at = count || i == 0 ? 0 : end_of[i - 1];
     read_row(rowptr, E, nodes[i], a, b);
     for (int64_t e = a; e < b; ++e) {
       const int64_t c = col[e];
       const int64_t slot = c < 0 || c >= N ? kEmpty : find(t, c);
       if (slot == kEmpty) continue;
-      if (rows != nullptr) rows[at] = i, cols[at] = t.local[slot], ids[at] = e;
+      if (!count) rows[at] = i, cols[at] = t.local[slot], ids[at] = e;
       ++at;
     }
-    if (rows == nullptr) counts[i] = at;
+    if (count) counts[i] = at;
   }
 }
 
@@ -349,7 +350,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> edges_among(const at:
   const int64_t total = last_of(end_of);
   at::Tensor r = at::empty({total}, nodes.options()), c = at::empty({total}, nodes.options()),
              e = at::empty({total}, nodes.options());
-  if (total == 0) return {end_of, r, c, e};  // empty outputs have no memory: rows would read as null, a count
+  if (total == 0) return {end_of, r, c, e};
   core::launch(induced_kernel<index_t>, n, n, nodes.const_data_ptr<int64_t>(), rowptr, col, N, E, t,
                end_of.const_data_ptr<int64_t>(), nullptr, r.mutable_data_ptr<int64_t>(), c.mutable_data_ptr<int64_t>(),
                e.mutable_data_ptr<int64_t>());

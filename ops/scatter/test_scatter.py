@@ -1372,6 +1372,20 @@ def assert_src_grad_close(got: torch.Tensor, want: torch.Tensor, terms: torch.Te
                            f"{float(err.max())}")
 
 
+def assert_deterministic_runs(row: OpRow, sample: Sample, grad: torch.Tensor, index: torch.Tensor,
+                              context: str) -> None:
+    """Two deterministic-mode calls of the row on `sample` (forward, and the
+    src gradient for `grad`) give the same bits, and the first matches the
+    reference; `index` (CPU) names each source's slot, for the gradient's bound."""
+    with deterministic_algorithms():
+        runs = [forward_backward(row, sample, grad) for _ in range(2)]
+    for first, second in zip(*runs):
+        assert_bitwise(second, first, f"{context}: runs differ")
+    row.check(runs[0][:-1], sample, "deterministic mode")
+    terms = torch.bincount(index, minlength=DET_N)[index].view(-1, 1).expand(-1, grad.size(1))
+    assert_src_grad_close(runs[0][-1], row.grad_reference(sample, grad)[0], terms, context)
+
+
 @pytest.mark.parametrize("kind", ["random", "power-law"])
 @pytest.mark.parametrize("row", scatter_rows_param())
 def test_deterministic_mode_every_reduction_at_width_16(row: OpRow, kind: str, device: str) -> None:
@@ -1387,12 +1401,5 @@ def test_deterministic_mode_every_reduction_at_width_16(row: OpRow, kind: str, d
     index = det_index(kind, DET_E, DET_N, g)
     grad = torch.randn(DET_N, F, generator=g).to(device)
     sample = Sample((src, index.to(device)), 0, DET_N, desc=kind)
-    with deterministic_algorithms():
-        runs = [forward_backward(row, sample, grad) for _ in range(2)]
-    context = f"{row.name} {kind} F={F}"
-    for first, second in zip(*runs):
-        assert_bitwise(second, first, f"{context}: runs differ")
-    row.check(runs[0][:-1], sample, "deterministic mode")
-    terms = torch.bincount(index, minlength=DET_N)[index].view(-1, 1).expand(-1, F)
-    assert_src_grad_close(runs[0][-1], row.grad_reference(sample, grad)[0], terms, context)
+    assert_deterministic_runs(row, sample, grad, index, f"{row.name} {kind} F={F}")
 

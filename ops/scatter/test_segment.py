@@ -16,7 +16,7 @@ import torchplug
 from op_table import DET_E, DET_N, OpRow, Sample, assert_bitwise, det_index, deterministic_algorithms, rows_param, values
 from scatter_reference import assert_reduced_close, reduce_reference
 from scatter_rows import ROWS, SEGMENT_ROWS
-from test_scatter import assert_src_grad_close, forward_backward
+from test_scatter import assert_deterministic_runs, forward_backward
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 SEGMENT_REDUCE = {"sum": "sum", "mean": "mean", "min": "min", "max": "max"}
@@ -201,14 +201,7 @@ def test_deterministic_mode_repeats_bitwise(row: OpRow, F: int, kind: str, devic
     index = det_index(kind, DET_E, DET_N, g).sort().values
     grad = torch.randn(DET_N, F, generator=g).to(device)
     sample = Sample((src, row.positions(index, DET_N).to(device)), dim_size=DET_N, desc=kind)
-    with deterministic_algorithms():
-        runs = [forward_backward(row, sample, grad) for _ in range(2)]
-    context = f"{row.name} {kind} F={F}"
-    for first, second in zip(*runs):
-        assert_bitwise(second, first, f"{context}: runs differ")
-    row.check(runs[0][:-1], sample, "deterministic mode")
-    terms = torch.bincount(index, minlength=DET_N)[index].view(-1, 1).expand(-1, F)
-    assert_src_grad_close(runs[0][-1], row.grad_reference(sample, grad)[0], terms, context)
+    assert_deterministic_runs(row, sample, grad, index, f"{row.name} {kind} F={F}")
 
 
 @pytest.mark.parametrize("kind", ["random", "power-law"])
