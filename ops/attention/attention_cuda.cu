@@ -1,7 +1,8 @@
 // The attention plugin on CUDA: the fused kernels, and the registration of
-// every entry point (attention_entries.h). One warp per row (per column of
-// the transpose for gatv2's src gradient); sums are in a fixed order (a
-// lane's edges, then a butterfly), so results are deterministic. Scores and
+// every entry point (attention_entries.h). A team of lanes per row for the
+// softmax, a warp per row (per column of the transpose for gatv2's src
+// gradient) for gatv2's backward; sums are in a fixed order (a lane's
+// edges, then a butterfly), so results are deterministic. Scores and
 // gatv2's activations are recomputed where needed, never stored.
 
 #include "attention_entries.h"
@@ -33,52 +34,92 @@ __device__ __forceinline__ acc_t act(acc_t z, acc_t slope) {
   return z > 0 ? z : z * slope;
 }
 
-// The whole warp's state, merged by a butterfly and then lane 0's taken by
-// all: every lane writes its edges with the same normaliser.
+// A team of lanes per row: a lane per head (a power of two of them, up to
+// 32, heads past H idle) times `slots` edges side by side, so that one step
+// of the team reads the scores of `slots` edges and consecutive heads at
+// once. Teams are aligned runs of a warp's lanes; short rows share a warp.
+// The team's shape follows the problem's only, so results repeat.
+struct Team {
+  int lane_bits;  // log2 of the lanes per team
+  int head_bits;  // log2 of the lanes per edge
+};
+
+struct TeamLane {
+  int64_t team, teams;
+  int heads, slots;  // lanes per edge, edges per step
+  int head, slot;    // this lane's
+  int first;         // the team's first lane in the warp
+  unsigned mask;     // the team's lanes
+};
+
+__device__ __forceinline__ TeamLane team_lane(Team t) {
+  const int64_t thread = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int size = 1 << t.lane_bits, heads = 1 << t.head_bits;
+  const int warp_lane = static_cast<int>(threadIdx.x % kWarp);
+  const int lane = warp_lane & (size - 1);
+  return {thread >> t.lane_bits,
+          (int64_t{gridDim.x} * blockDim.x) >> t.lane_bits,
+          heads,
+          size >> t.head_bits,
+          lane & (heads - 1),
+          lane >> t.head_bits,
+          warp_lane - lane,
+          size == kWarp ? 0xffffffffu : ((1u << size) - 1) << (warp_lane - lane)};
+}
+
+// A head's state over the team's slots, merged by a butterfly and then slot
+// 0's taken by all: every lane of the head writes with the same normaliser.
 template <typename T>
-__device__ __forceinline__ core::MaxExpSum<T> warp_merged(core::MaxExpSum<T> s) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const core::MaxExpSum<T> other{__shfl_xor_sync(0xffffffffu, s.max, offset),
-                                   __shfl_xor_sync(0xffffffffu, s.sum, offset)};
+__device__ __forceinline__ core::MaxExpSum<T> team_merged(core::MaxExpSum<T> s, const TeamLane& l) {
+  for (int offset = l.slots * l.heads / 2; offset >= l.heads; offset /= 2) {
+    const core::MaxExpSum<T> other{__shfl_xor_sync(l.mask, s.max, offset), __shfl_xor_sync(l.mask, s.sum, offset)};
     core::max_exp_sum_merge(s, other);
   }
-  return {__shfl_sync(0xffffffffu, s.max, 0), __shfl_sync(0xffffffffu, s.sum, 0)};
+  return {__shfl_sync(l.mask, s.max, l.first + l.head), __shfl_sync(l.mask, s.sum, l.first + l.head)};
 }
 
 template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return __shfl_sync(0xffffffffu, v, 0);
+__device__ __forceinline__ T team_sum(T v, const TeamLane& l) {
+  for (int offset = l.slots * l.heads / 2; offset >= l.heads; offset /= 2) v += __shfl_xor_sync(l.mask, v, offset);
+  return __shfl_sync(l.mask, v, l.first + l.head);
 }
 
-// A warp per row, a head at a time, lanes over the row's edges: the scores'
-// softmax (weights), or with kGrad the scores' gradient from the weights'
-// (attention_softmax.h; attention_cpu.cpp's softmax_rows is the same program).
+// A team per row, a lane per head: the scores' softmax (weights), or with
+// kGrad the scores' gradient from the weights' (attention_softmax.h;
+// attention_cpu.cpp's softmax_rows is the same program).
 template <typename scalar_t, bool kGrad>
 __global__ void softmax_rows_kernel(int64_t M, const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
                                     EdgeScore<scalar_t> score, const scalar_t* __restrict__ grad,
-                                    std::conditional_t<kGrad, at::opmath_type<scalar_t>, scalar_t>* __restrict__ out) {
+                                    std::conditional_t<kGrad, at::opmath_type<scalar_t>, scalar_t>* __restrict__ out,
+                                    Team team) {
   using T = at::opmath_type<scalar_t>;
   using out_t = std::conditional_t<kGrad, T, scalar_t>;
   const int64_t H = score.H;
-  const WarpOf w = warp_of();
-  for (int64_t r = w.warp; r < M; r += w.warps) {
-    const int64_t begin = rowptr[r], end = rowptr[r + 1];
-    for (int64_t h = 0; h < H; ++h) {
+  const TeamLane l = team_lane(team);
+  for (int64_t r = l.team; r < M; r += l.teams) {
+    const int64_t begin = rowptr[r] + l.slot, end = rowptr[r + 1];
+    for (int64_t h = l.head; h - l.head < H; h += l.heads) {
+      const bool head = h < H;
       core::MaxExpSum<T> state = core::max_exp_sum_init<T>();
-      for (int64_t k = begin + w.lane; k < end; k += kWarp) core::max_exp_sum_update(state, score(col[k], r, h));
-      const core::MaxExpSum<T> n = normaliser(warp_merged(state));
+      if (head) {
+        for (int64_t k = begin; k < end; k += l.slots) core::max_exp_sum_update(state, score(col[k], r, h));
+      }
+      const core::MaxExpSum<T> n = normaliser(team_merged(state, l));
       if constexpr (!kGrad) {
-        for (int64_t k = begin + w.lane; k < end; k += kWarp) {
+        if (!head) continue;
+        for (int64_t k = begin; k < end; k += l.slots) {
           out[k * H + h] = static_cast<out_t>(weight(n, score(col[k], r, h)));
         }
       } else {
         T partial = 0;
-        for (int64_t k = begin + w.lane; k < end; k += kWarp) {
-          partial += weight(n, score(col[k], r, h)) * static_cast<T>(grad[k * H + h]);
+        if (head) {
+          for (int64_t k = begin; k < end; k += l.slots) {
+            partial += weight(n, score(col[k], r, h)) * static_cast<T>(grad[k * H + h]);
+          }
         }
-        const T sum = warp_sum(partial);
-        for (int64_t k = begin + w.lane; k < end; k += kWarp) {
+        const T sum = team_sum(partial, l);
+        if (!head) continue;
+        for (int64_t k = begin; k < end; k += l.slots) {
           T pre = 0;
           const T alpha = weight(n, score(col[k], r, h, &pre));
           T gs = alpha * (static_cast<T>(grad[k * H + h]) - sum);
@@ -88,6 +129,17 @@ __global__ void softmax_rows_kernel(int64_t M, const int64_t* __restrict__ rowpt
       }
     }
   }
+}
+
+// The team for a problem: a lane per head (H rounded up to a power of two,
+// at most a warp), and about as many slots as a row has edges on average.
+Team team_for(const EdgeProblem& p) {
+  int head_bits = 0;
+  while (head_bits < 5 && (int64_t{1} << head_bits) < p.H) ++head_bits;
+  const int64_t edges = p.M == 0 ? 0 : p.col.numel() / p.M;
+  int lane_bits = head_bits;
+  while (lane_bits < 5 && (int64_t{1} << (lane_bits - head_bits)) < edges) ++lane_bits;
+  return {lane_bits, head_bits};
 }
 
 // dst's gradient and att's partial sums: a warp per block of
@@ -165,11 +217,12 @@ struct CudaKernels {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src.scalar_type(), "torchplug::edge_attention_softmax",
                                     [&] {
                                       using out_t = std::conditional_t<kGrad, at::opmath_type<scalar_t>, scalar_t>;
-                                      core::launch(softmax_rows_kernel<scalar_t, kGrad>, p.M * kWarp, p.M,
+                                      const Team team = team_for(p);
+                                      core::launch(softmax_rows_kernel<scalar_t, kGrad>, p.M << team.lane_bits, p.M,
                                                    p.rowptr.const_data_ptr<int64_t>(),
                                                    p.col.const_data_ptr<int64_t>(), edge_score<scalar_t>(p),
                                                    kGrad ? grad.const_data_ptr<scalar_t>() : nullptr,
-                                                   out.mutable_data_ptr<out_t>());
+                                                   out.mutable_data_ptr<out_t>(), team);
                                     });
   }
 
