@@ -7,10 +7,12 @@
 //                      states over the row's sources (through the permutation
 //                      for an unsorted index), then writes the row's result
 //                      (reducing programs) or its prepared states (emitting
-//                      ones). Rows with more than kMaxSegment sources are
+//                      ones). Hubs (core/reduce/cuda/hub_rows.cuh) are
 //                      flagged and left to
-//   long_rows_kernel   one block per such row: its threads take strided
-//                      sources and merge their states in a fixed tree.
+//   hub_partials_kernel  one thread per (outer, block of the sorted order,
+//                      column vector) updates states over each hub's
+//                      sources in the block, and
+//   store_hubs_kernel  merges each hub's partial states in block order.
 //   emit_kernel        emitting programs: one thread per (outer, source,
 //                      column vector) writes the source's values from its
 //                      row's states, coalesced.
@@ -39,7 +41,6 @@
 namespace torchplug::composite_detail {
 namespace {
 
-using core::kMaxSegment;
 using core::row_item;
 using core::RowItem;
 
@@ -47,8 +48,10 @@ template <typename Program, typename offset_t>
 struct Rows {
   core::Csr<offset_t> csr;
   typename Program::State* states;  // emitting programs: [outer, N, inner]
+  typename Program::State* partials;  // the hubs': [outer, hubs.partials(), inner]
   int64_t E, inner, outer, N;
   int64_t items;  // outer * N * (inner / V)
+  core::HubBlocks hubs;
   bool accumulate;
   offset_t* next_tile;
 };
@@ -115,7 +118,7 @@ __global__ void row_states_kernel(const scalar_t* __restrict__ x, const scalar_t
     const RowItem item = row_item(t, vectors, r.outer, r.N);
     offset_t start, end;
     r.csr.bounds(item.row, kPermuted, start, end);
-    if (end - start > kMaxSegment) {
+    if (r.hubs.is_hub(start, end)) {
       *r.csr.long_rows = 1;
       return;
     }
@@ -150,54 +153,65 @@ __global__ void row_states_kernel(const scalar_t* __restrict__ x, const scalar_t
   });
 }
 
-// One block per long row (flagged by row_states_kernel): thread i updates
-// sources start + i, start + i + blockDim.x, ..., then the block merges its
-// threads' states pairwise, halving the stride: a fixed order.
 template <typename Program, typename scalar_t, int V, typename offset_t>
-__global__ void long_rows_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ y,
-                                 scalar_t* __restrict__ out, Program program, Rows<Program, offset_t> r) {
+__global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ y,
+                                    const int64_t* __restrict__ index, Program program, Rows<Program, offset_t> r) {
   using acc_t = at::opmath_type<scalar_t>;
   using State = typename Program::State;
-  __shared__ State merged[core::kThreadsPerBlock][V];
+  if (*r.csr.long_rows == 0) return;
+  const bool permuted = *r.csr.unsorted != 0;
+  const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
+  const int64_t vectors = r.inner / V;
+  const auto row_at = [&](int64_t k) { return r.csr.row_at(index, k, permuted, r.N); };
+  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) {
+    offset_t from, to;
+    r.csr.bounds(row, permuted, from, to);
+    start = from, end = to;
+  };
+  TORCHPLUG_GRID_STRIDE_LOOP(t, r.outer * r.hubs.blocks * vectors) {
+    const int64_t v = t % vectors;
+    const int64_t block = t / vectors % r.hubs.blocks;
+    const int64_t o = t / vectors / r.hubs.blocks;
+    const int64_t column = o * r.E * r.inner + v * V;
+    r.hubs.for_each_run(block, positions, row_at, bounds, [&](int64_t from, int64_t to, int64_t partial) {
+      State s[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) s[j] = program.init();
+      for (int64_t k = from; k < to; ++k) {
+        const int64_t e = permuted ? static_cast<int64_t>(r.csr.perm[k]) : k;
+        acc_t a[V], b[V];
+        load_source<scalar_t, V>(x, column + e * r.inner, a);
+        load_source<scalar_t, V>(y, column + e * r.inner, b);
+#pragma unroll
+        for (int j = 0; j < V; ++j) program.update(s[j], a[j], b[j]);
+      }
+      State* slot = r.partials + (o * r.hubs.partials() + partial) * r.inner + v * V;
+#pragma unroll
+      for (int j = 0; j < V; ++j) slot[j] = s[j];
+    });
+  }
+}
+
+template <typename Program, typename scalar_t, int V, typename offset_t>
+__global__ void store_hubs_kernel(scalar_t* __restrict__ out, Program program, Rows<Program, offset_t> r) {
+  using State = typename Program::State;
   if (*r.csr.long_rows == 0) return;
   const bool permuted = *r.csr.unsorted != 0;
   const int64_t vectors = r.inner / V;
-  for (int64_t t = blockIdx.x; t < r.items; t += gridDim.x) {
+  TORCHPLUG_GRID_STRIDE_LOOP(t, r.items) {
     const RowItem item = row_item(t, vectors, r.outer, r.N);
     offset_t start, end;
     r.csr.bounds(item.row, permuted, start, end);
-    if (end - start <= kMaxSegment) continue;
+    if (!r.hubs.is_hub(start, end)) continue;
     const int64_t at = item.slot * r.inner + item.v * V;
-    const int64_t column = item.o * r.E * r.inner + item.v * V;
     State s[V];
+    start_states<Program, scalar_t, V>(program, s, out + at, r.accumulate);
+    r.hubs.for_each_partial(start, end, [&](int64_t partial) {
+      const State* slot = r.partials + (item.o * r.hubs.partials() + partial) * r.inner + item.v * V;
 #pragma unroll
-    for (int j = 0; j < V; ++j) s[j] = program.init();
-    for (int64_t k = start + threadIdx.x; k < end; k += blockDim.x) {
-      const int64_t e = permuted ? static_cast<int64_t>(r.csr.perm[k]) : k;
-      acc_t a[V], b[V];
-      load_source<scalar_t, V>(x, column + e * r.inner, a);
-      load_source<scalar_t, V>(y, column + e * r.inner, b);
-#pragma unroll
-      for (int j = 0; j < V; ++j) program.update(s[j], a[j], b[j]);
-    }
-#pragma unroll
-    for (int j = 0; j < V; ++j) merged[threadIdx.x][j] = s[j];
-    __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-      if (threadIdx.x < stride) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) program.merge(merged[threadIdx.x][j], merged[threadIdx.x + stride][j]);
-      }
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-      State row[V];
-      start_states<Program, scalar_t, V>(program, row, out + at, r.accumulate);
-#pragma unroll
-      for (int j = 0; j < V; ++j) program.merge(row[j], merged[0][j]);
-      finish_row<Program, scalar_t, V>(program, row, r, at, out);
-    }
-    __syncthreads();
+      for (int j = 0; j < V; ++j) program.merge(s[j], slot[j]);
+    });
+    finish_row<Program, scalar_t, V>(program, s, r, at, out);
   }
 }
 
@@ -273,23 +287,31 @@ void run_planned(const RowsProblem& r, const Program& program) {
   core::with_vector_width<scalar_t>(p.inner, {x, y, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t vectors = p.inner / V;
+    const int64_t items = p.outer * p.N * vectors;
+    const core::HubBlocks hubs = core::HubBlocks::of(p.E, core::hub_block_size(items, p.outer * p.E * vectors));
+    const int64_t partial_states = p.E > hubs.size ? p.outer * hubs.partials() * p.inner : 0;
+    const at::Tensor partials =
+        at::empty({partial_states * static_cast<int64_t>(sizeof(State))}, p.src.options().dtype(at::kByte));
     const Rows<Program, offset_t> rows{plan.csr(plan.counter(0)),
                                        Program::kEmits ? reinterpret_cast<State*>(states.mutable_data_ptr())
                                                        : nullptr,
-                                       p.E, p.inner, p.outer, p.N, p.outer * p.N * vectors, p.accumulate,
+                                       reinterpret_cast<State*>(partials.mutable_data_ptr()),
+                                       p.E, p.inner, p.outer, p.N, items, hubs, p.accumulate,
                                        plan.counter(1)};
     core::launch_one_wave(row_states_kernel<Program, scalar_t, V, offset_t, false>, rows.items, x, y, out,
                           program, rows);
     core::launch_one_wave(row_states_kernel<Program, scalar_t, V, offset_t, true>, rows.items, x, y, out,
                           program, rows);
-    if (p.E > kMaxSegment) {
-      core::launch_one_wave(long_rows_kernel<Program, scalar_t, V, offset_t>,
-                            rows.items * core::kThreadsPerBlock, x, y, out, program, rows);
+    if (p.E > hubs.size) {
+      const int64_t blocks = p.outer * hubs.blocks * vectors;
+      core::launch_one_wave(hub_partials_kernel<Program, scalar_t, V, offset_t>, blocks, x, y,
+                            p.index.const_data_ptr<int64_t>(), program, rows);
+      core::launch_one_wave(store_hubs_kernel<Program, scalar_t, V, offset_t>, rows.items, out, program, rows);
     }
     if constexpr (Program::kEmits) {
-      const int64_t items = p.outer * p.E * vectors;
-      core::launch(emit_kernel<Program, scalar_t, V>, items, x, y, p.index.const_data_ptr<int64_t>(),
-                   rows.states, out, program, p.outer, p.E, p.inner, p.N, items);
+      const int64_t emitted = p.outer * p.E * vectors;
+      core::launch(emit_kernel<Program, scalar_t, V>, emitted, x, y, p.index.const_data_ptr<int64_t>(),
+                   rows.states, out, program, p.outer, p.E, p.inner, p.N, emitted);
     }
   });
 }

@@ -954,17 +954,17 @@ def test_sorted_narrow_rows(F: int, dtype: torch.dtype, device: str) -> None:
     assert_exact_sums(src, index, 0, base)
 
 
-# Rows of more than 1024 sources (the CUDA segment kernel leaves them to the
-# long-row kernels) among ordinary ones: sorted and shuffled, with one scratch
-# slot per output row (few rows) or per 1024 positions (many), outer > 1, rows
-# of 1, 2 and 4 values per vector, with and without out=. On CUDA a shuffled
+# Rows of more than 1024 sources (hubs on CUDA, core/reduce/cuda/hub_rows.cuh)
+# among ordinary ones: sorted and shuffled, few rows (hub blocks of 32
+# positions) and many, outer > 1, rows of 1, 2 and 4 values per vector, with
+# and without out=. On CUDA a shuffled
 # index with rows of at most 64 bytes takes the atomic rows in float32,
 # float64, int32 and int64; rows of 18, 32 and 33 values keep the permutation
 # there too, at each vector width. Small integer values keep the sums exact;
 # the half types are rounded once.
 @pytest.mark.parametrize("F", [3, 6, 8, 18, 32, 33])
 @pytest.mark.parametrize("outer", [1, 3])
-@pytest.mark.parametrize("N", [6, 5000], ids=["slot-per-row", "slot-per-position"])
+@pytest.mark.parametrize("N", [6, 5000], ids=["few-rows", "many-rows"])
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64], ids=str
@@ -982,10 +982,9 @@ def test_long_rows(F: int, outer: int, N: int, order: str, dtype: torch.dtype, d
     assert_exact_sums(src, index, 1, base)
 
 
-# The long-row limit itself: up to 1024 sources no row can be long (CUDA
-# launches no long-row kernels when E <= 1024), 1025 in one row is the smallest
-# long row; on both sides of it with the index sorted (one row) and not (one
-# stray entry first), into a fresh output and with out=.
+# One row of about 1024 sources, on both sides of it with the index sorted
+# (one row) and not (one stray entry first), into a fresh output and with
+# out= (hub limits themselves: tests/python/test_hub_rows.py).
 @pytest.mark.parametrize(
     "rows",
     [[1] * 1024, [2] + [1] * 1023, [1] * 1025, [2] + [1] * 1024, [2] + [1] * 1025],

@@ -186,7 +186,7 @@ def test_registry_and_schema(reduce: str) -> None:
 
 def hub_index(E: int, N: int, device: str) -> torch.Tensor:
     """A random index with two hub rows of 30% and 5% of the entries (rows
-    longer than the segment kernel's kMaxSegment = 1024), scattered."""
+    past every hub limit of core/reduce/cuda/hub_rows.cuh), scattered."""
     index = torch.randint(0, N, (E,), device=device)
     shuffled = torch.randperm(E, device=device)
     index[shuffled[: 3 * E // 10]] = 3

@@ -89,8 +89,8 @@ def test_cuda_checked_mode_raises_and_unchecked_stays_in_bounds() -> None:
 @pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
 @pytest.mark.parametrize("segments", [10_000, 40, 3])
 def test_cuda_long_segments_in_order(reduce: str, segments: int) -> None:
-    """Few segments over many rows take the ordered long-row blocks (the block
-    shrinks with the work): right against torch.segment_reduce in float64,
+    """Few segments over many rows are hubs (the hub block shrinks with the
+    work): right against torch.segment_reduce in float64,
     bitwise the same on every run, and the arg of min and max exact."""
     torch.manual_seed(1)
     E = 400_000

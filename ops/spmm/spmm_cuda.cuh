@@ -6,12 +6,12 @@
 // the weighted messages in registers and writes the row once: no atomics, no
 // zero fill, and the x rows the edges name are read as whole vectors by
 // consecutive threads.
-// Rows with more than kLongRow edges (a power-law graph's hubs) would keep
-// one thread busy for all of them: they are flagged and split into chunks of
-// kLongRow edges whose partials are combined in order (below). Edges
+// Rows too long for one thread (a power-law graph's hubs) are flagged and
+// split as every reduction's hubs are (core/reduce/cuda/hub_rows.cuh). Edges
 // whose col lies outside [0, N) are skipped; rowptr is clamped into [0, nnz].
 // Each reduction compiles in a translation unit of its own (cuda/<reduction>.cu).
 
+#include "torchplug/core/reduce/cuda/hub_rows.cuh"
 #include "torchplug/core/reduce/cuda/segments.cuh"
 #include "spmm_kernel.h"
 #include "torchplug/core/reduce/index_plan.cuh"
@@ -28,8 +28,6 @@
 
 namespace torchplug::spmm_detail {
 namespace {
-
-constexpr int64_t kLongRow = 1024;
 
 // x [N, H, C] with F = H * C; value [nnz, H] (H = 1: a weight per edge).
 struct Sizes {
@@ -129,7 +127,7 @@ template <typename Policy, typename scalar_t, int V, bool kWeighted>
 __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
                                  const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
                                  scalar_t* __restrict__ out, int64_t* __restrict__ arg, Sizes s,
-                                 int32_t* __restrict__ long_rows) {
+                                 core::HubBlocks hubs, int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t vectors = s.F / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, s.M * vectors) {
@@ -137,7 +135,7 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
     const int64_t offset = (t - row * vectors) * V;
     int64_t start, end;
     row_bounds(rowptr, row, s.nnz, start, end);
-    if (end - start > kLongRow) {
+    if (hubs.is_hub(start, end)) {
       *long_rows = 1;
       continue;
     }
@@ -151,59 +149,49 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
   }
 }
 
-// Long rows, split evenly: the edges are cut into chunks of kLongRow, and
-// one thread per (chunk, column vector) combines, in order, each long row's
-// edges inside its chunk into a partial. A chunk meets at most two long rows
-// (each is longer than a chunk): one covering its first edge, partial 2c, and
-// one starting inside it, partial 2c + 1. A second pass combines each long
-// row's partials in chunk order: a hub of 10^6 edges takes a thousand
-// threads, and the result has the same bits every run.
+// The hubs' partials: [hubs.partials()][F] accumulators, and for min and
+// max the edge holding each.
 template <typename acc_t>
 struct Partials {
-  acc_t* value;    // [2 * chunks][F]
-  int64_t* held;   // the same layout, min and max only
-  int64_t chunks;  // ceil(nnz / kLongRow)
+  acc_t* value;
+  int64_t* held;
 };
 
 template <typename Policy, typename scalar_t, int V, bool kWeighted>
-__global__ void spmm_long_partials_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
-                                          const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
-                                          Partials<at::opmath_type<scalar_t>> partials, Sizes s,
-                                          const int32_t* __restrict__ long_rows) {
+__global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
+                                         const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
+                                         Partials<at::opmath_type<scalar_t>> partials, Sizes s,
+                                         core::HubBlocks hubs, const int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, partials.chunks * vectors) {
-    const int64_t chunk = t / vectors;
-    const int64_t offset = (t - chunk * vectors) * V;
-    const int64_t first = chunk * kLongRow, last = min(first + kLongRow, s.nnz);
-    const core::Csr<int64_t> csr{rowptr, nullptr, nullptr, nullptr};
-    for (int at_end = 0; at_end < 2; ++at_end) {
-      const int64_t row = csr.row_at(nullptr, at_end ? last - 1 : first, false, s.M);
-      int64_t start, end;
-      row_bounds(rowptr, row, s.nnz, start, end);
-      const bool starts_inside = start > first;
-      // Short rows are the row kernel's; a row covering the whole chunk is done at its first edge.
-      if (end - start <= kLongRow || (at_end && !starts_inside)) continue;
+  const core::Csr<int64_t> csr{rowptr, nullptr, nullptr, nullptr};
+  const auto row_at = [&](int64_t k) { return csr.row_at(nullptr, k, false, s.M); };
+  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) { row_bounds(rowptr, row, s.nnz, start, end); };
+  TORCHPLUG_GRID_STRIDE_LOOP(t, hubs.blocks * vectors) {
+    const int64_t block = t / vectors;
+    const int64_t offset = (t - block * vectors) * V;
+    hubs.for_each_run(block, s.nnz, row_at, bounds, [&](int64_t from, int64_t to, int64_t partial) {
       acc_t acc[V];
       int64_t held[V];
       start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
-      add_edge_range<Policy, false, kWeighted>(acc, held, col, head_weights(value, offset, s), x, max(start, first),
-                                               min(end, last), s, offset);
-      const int64_t slot = (2 * chunk + (starts_inside ? 1 : 0)) * s.F + offset;
+      add_edge_range<Policy, false, kWeighted>(acc, held, col, head_weights(value, offset, s), x, from, to, s,
+                                               offset);
+      const int64_t slot = partial * s.F + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         partials.value[slot + j] = acc[j];
         if constexpr (Policy::kHasArg) partials.held[slot + j] = held[j];
       }
-    }
+    });
   }
 }
 
 template <typename Policy, typename scalar_t, int V>
-__global__ void spmm_long_rows_kernel(const int64_t* __restrict__ rowptr,
-                                      Partials<at::opmath_type<scalar_t>> partials, scalar_t* __restrict__ out,
-                                      int64_t* __restrict__ arg, Sizes s, const int32_t* __restrict__ long_rows) {
+__global__ void spmm_store_hubs_kernel(const int64_t* __restrict__ rowptr,
+                                       Partials<at::opmath_type<scalar_t>> partials, scalar_t* __restrict__ out,
+                                       int64_t* __restrict__ arg, Sizes s, core::HubBlocks hubs,
+                                       const int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
@@ -212,20 +200,18 @@ __global__ void spmm_long_rows_kernel(const int64_t* __restrict__ rowptr,
     const int64_t offset = (t - row * vectors) * V;
     int64_t start, end;
     row_bounds(rowptr, row, s.nnz, start, end);
-    if (end - start <= kLongRow) continue;
+    if (!hubs.is_hub(start, end)) continue;
     acc_t acc[V];
     int64_t held[V];
     start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
-    const int64_t last_chunk = (end - 1) / kLongRow;
-#pragma unroll 4
-    for (int64_t chunk = start / kLongRow; chunk <= last_chunk; ++chunk) {
-      const int64_t slot = (2 * chunk + (start > chunk * kLongRow ? 1 : 0)) * s.F + offset;
+    hubs.for_each_partial(start, end, [&](int64_t partial) {
+      const int64_t slot = partial * s.F + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const int64_t position = Policy::kHasArg ? partials.held[slot + j] : 0;
         core::combine_at<Policy, false>(acc[j], held[j], partials.value[slot + j], position);
       }
-    }
+    });
     write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
   }
 }
@@ -241,24 +227,24 @@ void launch_spmm(const SpmmProblem& p) {
   core::with_vector_width<scalar_t>(p.C, {x, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t items = p.M * (p.F / V);
-    core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, p.rowptr.const_data_ptr<int64_t>(),
-                 p.col.const_data_ptr<int64_t>(), value, x, out, arg, s, flag.mutable_data_ptr<int32_t>());
-    if (p.nnz > kLongRow) {
-      using acc_t = at::opmath_type<scalar_t>;
-      const int64_t chunks = at::ceil_div<int64_t>(p.nnz, kLongRow);
-      // Filled, so that a malformed rowptr (outside checked mode) whose long
-      // row misses a chunk's partial reads the identity, not stale memory.
-      const at::Tensor values = at::full({2 * chunks * p.F}, Policy::template identity<acc_t>(),
-                                         p.x.options().dtype(at::toOpMathType(p.x.scalar_type())));
-      const at::Tensor helds = at::full({Policy::kHasArg ? 2 * chunks * p.F : 0},
-                                        std::numeric_limits<int64_t>::max(), p.rowptr.options());
-      const Partials<acc_t> partials{values.mutable_data_ptr<acc_t>(), helds.mutable_data_ptr<int64_t>(), chunks};
-      const auto* rowptr = p.rowptr.const_data_ptr<int64_t>();
-      core::launch_one_wave(spmm_long_partials_kernel<Policy, scalar_t, V, kWeighted>, chunks * (p.F / V), rowptr,
-                            p.col.const_data_ptr<int64_t>(), value, x, partials, s, flag.const_data_ptr<int32_t>());
-      core::launch_one_wave(spmm_long_rows_kernel<Policy, scalar_t, V>, items, rowptr, partials, out, arg, s,
-                            flag.const_data_ptr<int32_t>());
-    }
+    const core::HubBlocks hubs = core::HubBlocks::of(p.nnz, core::hub_block_size(items, p.nnz * (p.F / V)));
+    const auto* rowptr = p.rowptr.const_data_ptr<int64_t>();
+    core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, rowptr, p.col.const_data_ptr<int64_t>(),
+                 value, x, out, arg, s, hubs, flag.mutable_data_ptr<int32_t>());
+    if (p.nnz <= hubs.size) return;
+    using acc_t = at::opmath_type<scalar_t>;
+    // Filled, so that a malformed rowptr (outside checked mode) whose hub
+    // misses a block's partial reads the identity, not stale memory.
+    const at::Tensor values = at::full({hubs.partials() * p.F}, Policy::template identity<acc_t>(),
+                                       p.x.options().dtype(at::toOpMathType(p.x.scalar_type())));
+    const at::Tensor helds = at::full({Policy::kHasArg ? hubs.partials() * p.F : 0},
+                                      std::numeric_limits<int64_t>::max(), p.rowptr.options());
+    const Partials<acc_t> partials{values.mutable_data_ptr<acc_t>(), helds.mutable_data_ptr<int64_t>()};
+    core::launch_one_wave(spmm_hub_partials_kernel<Policy, scalar_t, V, kWeighted>, hubs.blocks * (p.F / V), rowptr,
+                          p.col.const_data_ptr<int64_t>(), value, x, partials, s, hubs,
+                          flag.const_data_ptr<int32_t>());
+    core::launch_one_wave(spmm_store_hubs_kernel<Policy, scalar_t, V>, items, rowptr, partials, out, arg, s, hubs,
+                          flag.const_data_ptr<int32_t>());
   });
 }
 

@@ -5,21 +5,16 @@
 // per (outer, row, column vector) combines its row's sources and writes the
 // row's result once: no atomics, no identity fill, no read-modify-write of
 // rows the L2 cannot hold, and the count of each row at hand for mean. Rows
-// with more than kMaxSegment sources, which would serialise on one thread, go
-// to the long-row kernels: threads take equal slices of the sorted order and
-// combine each run of such a row into a scratch slot in src's math type with
-// one (vector) atomic; a last pass writes those rows. In order (deterministic
-// mode, a caller's indptr) rows are long past an ordered block instead
-// (ordered_block_size, at most kMaxSegment), and their partials per block of
-// the sorted order are combined in a fixed order. Extra memory: the E-long
+// too long for one thread are hubs (core/reduce/cuda/hub_rows.cuh): their
+// partials per block of the sorted order are combined in a fixed order. In
+// deterministic mode (a stable permutation) and for a caller's indptr every
+// row combines its sources in source order. Extra memory: the E-long
 // permutation (not for narrow rows that take the atomic rows), O(N) offsets
-// and the long-row scratch, min(N, ceil(E / kMaxSegment)) rows of inner values
-// in the math type per outer index (none when E <= kMaxSegment); in order
-// instead 2 ceil(E / block) partial rows of inner values (and offsets, for
-// min and max) per outer index; never O(E x F).
+// and the hubs' partials; never O(E x F).
 
 #include "torchplug/core/reduce/problem.h"
 #include "torchplug/core/reduce/cuda/atomic_rows.cuh"
+#include "torchplug/core/reduce/cuda/hub_rows.cuh"
 #include "torchplug/core/reduce/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/reduce/policy.cuh"
@@ -34,42 +29,6 @@
 
 namespace torchplug::core {
 
-
-constexpr int kRowsPerThread = 16;
-// A row with more sources than this goes to the long-row kernels.
-constexpr int64_t kMaxSegment = 1024;
-// In order (deterministic mode, a caller's CSR), rows are long past a block
-// of the sorted order. With fewer row items than kOrderedItems (a few waves
-// of a GPU), the block shrinks so that the blocks give about as many: few long
-// segments (global pooling) would leave one thread walking each. With more
-// rows it stays kMaxSegment: a hub's partials are combined by one thread, and
-// smaller blocks cost a power-law index more (docs/benchmarks.md).
-constexpr int64_t kOrderedItems = int64_t{1} << 20;
-constexpr int64_t kMinOrderedBlock = 32;
-
-// The ordered block for `rows` (outer * N * column vectors) and `work`
-// (outer * E * column vectors) items: a power of two in
-// [kMinOrderedBlock, kMaxSegment].
-inline int64_t ordered_block_size(int64_t rows, int64_t work) {
-  if (rows >= kOrderedItems) return kMaxSegment;
-  int64_t block = kMinOrderedBlock;
-  while (block < kMaxSegment && block * kOrderedItems < work) block *= 2;
-  return block;
-}
-
-// One accumulator per (outer, long row) in src's math type, `slots` per outer
-// index: row itself when per_row, else start / kMaxSegment (two long rows start
-// more than kMaxSegment positions apart, so they never share one).
-template <typename acc_t>
-struct LongRowScratch {
-  acc_t* data;
-  int64_t slots;
-  bool per_row;
-
-  __device__ acc_t* row(int64_t o, int64_t row, int64_t start, int64_t inner) const {
-    return data + (o * slots + (per_row ? row : start / kMaxSegment)) * inner;
-  }
-};
 
 // Item t of a grid over (outer, row, column vector).
 struct RowItem {
@@ -154,10 +113,9 @@ __device__ __forceinline__ void add_row(at::opmath_type<scalar_t> (&sum)[V], off
 template <typename scalar_t, typename offset_t>
 struct Segments {
   Csr<offset_t> csr;
-  LongRowScratch<at::opmath_type<scalar_t>> scratch;
   int64_t E, inner, outer, N;
   int64_t items;  // outer * N * (inner / V)
-  int64_t long_row;  // a row with more sources is long: kMaxSegment, or the ordered block
+  HubBlocks hubs;
   bool accumulate;
   offset_t* next_tile;  // 0 at launch; see core::for_each_tile
   // min, max: the arg (out's layout), and how a position of this problem lies
@@ -244,8 +202,7 @@ __device__ __forceinline__ void write_row(const Segments<scalar_t, offset_t>& s,
 }
 
 // One thread per (outer, row, column vector) item: combines the row's sources
-// and writes the row's result once. A row with more than kMaxSegment sources
-// is left to the long-row kernels: its scratch slot is set to the identity and
+// and writes the row's result once. A hub is left to the hub kernels, with
 // *long_rows set.
 // The kernel for each kind of index that may occur is launched (the
 // permuted one unless an unsorted index takes the atomic rows); one that
@@ -265,19 +222,8 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
     const RowItem item = row_item(t, vectors, s.outer, s.N);
     offset_t start, end;
     s.csr.bounds(item.row, kPermuted, start, end);
-    if (end - start > s.long_row) {
-      if (s.scratch.data != nullptr) {  // the atomic long rows' accumulator (none in order)
-        Vector<acc_t, V> identity;
-#pragma unroll
-        for (int j = 0; j < V; ++j) identity.val[j] = Policy::template identity<acc_t>();
-        *reinterpret_cast<Vector<acc_t, V>*>(s.scratch.row(item.o, item.row, start, s.inner) +
-                                             item.v * V) = identity;
-      }
+    if (s.hubs.is_hub(start, end)) {
       *s.csr.long_rows = 1;
-      if constexpr (Policy::kHasArg) {  // the long-row arg pass lowers it
-#pragma unroll
-        for (int j = 0; j < V; ++j) s.arg[item.slot * s.inner + item.v * V + j] = s.arg_none;
-      }
       return;
     }
     const scalar_t* column = src + item.o * s.E * s.inner + item.v * V;
@@ -323,52 +269,6 @@ __global__ void __launch_bounds__(core::kThreadsPerBlock, kPermutedBlocksPerSm<P
   segment_reduce<Policy, scalar_t, V, offset_t, true>(src, out, s);
 }
 
-// Combines the sources of long rows into their scratch slots. Thread (o,
-// chunk, v) takes kRowsPerThread consecutive positions of the sorted order
-// and, for each run of a long row among them, combines the run with its loads
-// in flight (add_row) and issues one (vector) atomic; runs of other rows are
-// skipped.
-template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void long_rows_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
-                                 Csr<offset_t> csr, LongRowScratch<at::opmath_type<scalar_t>> scratch,
-                                 int64_t E, int64_t inner, int64_t N, int64_t chunks, int64_t items) {
-  using acc_t = at::opmath_type<scalar_t>;
-  if (*csr.long_rows == 0) return;
-  const bool permuted = *csr.unsorted != 0;
-  const int64_t positions = csr.rowptr[N];
-  const int64_t vectors = inner / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
-    const int64_t v = t % vectors;
-    const int64_t chunk = t / vectors % chunks;
-    const int64_t o = t / vectors / chunks;
-    const int64_t k_end = min((chunk + 1) * kRowsPerThread, positions);
-    const scalar_t* column = src + o * E * inner + v * V;
-    for (int64_t k = chunk * kRowsPerThread; k < k_end;) {
-      const int64_t row = index[permuted ? static_cast<int64_t>(csr.perm[k]) : k];
-      offset_t start, end;
-      csr.bounds(row, permuted, start, end);
-      const int64_t run_end = min(static_cast<int64_t>(end), k_end);
-      if (end - start > kMaxSegment) {
-        acc_t sum[V];
-        offset_t unused_arg[V];  // min and max find theirs in long_row_args_kernel
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          sum[j] = Policy::template identity<acc_t>();
-          unused_arg[j] = std::numeric_limits<offset_t>::max();
-        }
-        const auto first = static_cast<offset_t>(k), last = static_cast<offset_t>(run_end);
-        if (permuted) {
-          add_row<Policy, true, scalar_t, V>(sum, unused_arg, column, csr.perm, first, last, inner);
-        } else {
-          add_row<Policy, false, scalar_t, V>(sum, unused_arg, column, csr.perm, first, last, inner);
-        }
-        core::atomic_combine_vector<Policy>(scratch.row(o, row, start, inner) + v * V, sum);
-      }
-      k = run_end;
-    }
-  }
-}
-
 // Sets the first `vectors` vectors of V values of out to the policy's
 // identity when has_work().
 template <typename Policy, typename scalar_t, int V, typename Gate>
@@ -380,93 +280,16 @@ __global__ void identity_kernel(scalar_t* __restrict__ out, int64_t vectors, Gat
   TORCHPLUG_GRID_STRIDE_LOOP(t, vectors) reinterpret_cast<Vector<scalar_t, V>*>(out)[t] = identity;
 }
 
-// Writes each long row's result: its scratch slot, combined with out's values
-// when accumulating.
-template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void store_long_rows_kernel(Csr<offset_t> csr,
-                                       LongRowScratch<at::opmath_type<scalar_t>> scratch,
-                                       scalar_t* __restrict__ out, int64_t inner, int64_t outer,
-                                       int64_t N, int64_t items, bool accumulate) {
-  using acc_t = at::opmath_type<scalar_t>;
-  if (*csr.long_rows == 0) return;
-  const bool permuted = *csr.unsorted != 0;
-  const int64_t vectors = inner / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
-    const RowItem item = row_item(t, vectors, outer, N);
-    offset_t start, end;
-    csr.bounds(item.row, permuted, start, end);
-    if (end - start <= kMaxSegment) continue;
-    scalar_t* target = out + item.slot * inner + item.v * V;
-    acc_t sum[V];
-    core::load_as<acc_t, V>(scratch.row(item.o, item.row, start, inner) + item.v * V, sum);
-    if (accumulate) {
-      acc_t before[V];
-      core::load_as<scalar_t, V>(target, before);
-#pragma unroll
-      for (int j = 0; j < V; ++j) Policy::combine(sum[j], before[j]);
-    }
-    Vector<scalar_t, V> result;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      result.val[j] = static_cast<scalar_t>(core::finish<Policy>(sum[j], end - start, accumulate));
-    }
-    *reinterpret_cast<Vector<scalar_t, V>*>(target) = result;
-  }
-}
-
-// min, max: arg[slot] = the smallest position of a long row's source holding
-// the row's result, after store_long_rows_kernel (the segment kernel set the
-// long rows' arg to none). Walks the sorted order as long_rows_kernel does.
-template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void long_row_args_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
-                                     Csr<offset_t> csr, const scalar_t* __restrict__ out,
-                                     int64_t* __restrict__ arg, int64_t E, int64_t inner, int64_t N,
-                                     int64_t chunks, int64_t items) {
-  using acc_t = at::opmath_type<scalar_t>;
-  if (*csr.long_rows == 0) return;
-  const bool permuted = *csr.unsorted != 0;
-  const int64_t positions = csr.rowptr[N];
-  const int64_t vectors = inner / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
-    const int64_t v = t % vectors;
-    const int64_t chunk = t / vectors % chunks;
-    const int64_t o = t / vectors / chunks;
-    const int64_t k_end = min((chunk + 1) * kRowsPerThread, positions);
-    for (int64_t k = chunk * kRowsPerThread; k < k_end; ++k) {
-      const int64_t e = permuted ? static_cast<int64_t>(csr.perm[k]) : k;
-      const int64_t row = index[e];
-      offset_t start, end;
-      csr.bounds(row, permuted, start, end);
-      if (end - start <= kMaxSegment) continue;
-      const int64_t slot = (o * N + row) * inner + v * V;
-      acc_t value[V], result[V];
-      core::load_as<scalar_t, V>(src + (o * E + e) * inner + v * V, value);
-      core::load_as<scalar_t, V>(out + slot, result);
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        if (Policy::holds(value[j], result[j])) core::atomic_min_position(arg + slot + j, e);
-      }
-    }
-  }
-}
-
-// Long rows in a fixed order (deterministic mode, a caller's CSR): the sorted
-// order is cut into blocks of block_size positions (ordered_block_size), a row
-// being long when it has more sources than that, and one thread combines, in order, a
-// long row's sources within one block into a partial. A block meets at most
-// two long rows (each is longer than a block): one covering its first
-// position, partial 2c, and one starting inside it, partial 2c + 1. A last
-// pass combines each long row's partials in block order: the same bits every
-// run, whatever the scheduling.
+// The hubs' partials: [outer][hubs.partials()][inner] values, and for min
+// and max the position holding each (a position of the problem).
 template <typename acc_t, typename offset_t>
-struct OrderedPartials {
-  acc_t* value;    // [outer][2 * blocks][inner]
-  offset_t* arg;   // the same layout, min and max only: a position of the problem
-  int64_t blocks;  // ceil(E / block_size)
-  int64_t block_size;
+struct HubPartials {
+  acc_t* value;
+  offset_t* arg;
+  HubBlocks hubs;
 
-  __device__ int64_t at(int64_t o, int64_t block, bool starts_inside, int64_t inner) const {
-    return (o * 2 * blocks + 2 * block + (starts_inside ? 1 : 0)) * inner;
+  __device__ int64_t at(int64_t o, int64_t partial, int64_t inner) const {
+    return (o * hubs.partials() + partial) * inner;
   }
 };
 
@@ -479,61 +302,54 @@ __device__ __forceinline__ int64_t sorted_positions(const Csr<offset_t>& csr, in
 }
 
 template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void ordered_long_rows_kernel(const scalar_t* __restrict__ src,
-                                         const int64_t* __restrict__ index, Csr<offset_t> csr,
-                                         OrderedPartials<at::opmath_type<scalar_t>, offset_t> partials,
-                                         int64_t E, int64_t inner, int64_t N, int64_t items) {
+__global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
+                                    Csr<offset_t> csr, HubPartials<at::opmath_type<scalar_t>, offset_t> partials,
+                                    int64_t E, int64_t inner, int64_t N, int64_t items) {
   using acc_t = at::opmath_type<scalar_t>;
   if (*csr.long_rows == 0) return;
   const bool permuted = *csr.unsorted != 0;
   const int64_t positions = sorted_positions(csr, N, permuted);
   const int64_t vectors = inner / V;
+  const auto row_at = [&](int64_t k) { return csr.row_at(index, k, permuted, N); };
+  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) {
+    offset_t from, to;
+    csr.bounds(row, permuted, from, to);
+    start = from, end = to;
+  };
   TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
     const int64_t v = t % vectors;
-    const int64_t block = t / vectors % partials.blocks;
-    const int64_t o = t / vectors / partials.blocks;
-    const int64_t block_begin = block * partials.block_size;
-    const int64_t block_end = min(block_begin + partials.block_size, positions);
-    if (block_begin >= block_end) continue;
-    for (int end_of_block = 0; end_of_block < 2; ++end_of_block) {
-      const int64_t row = csr.row_at(index, end_of_block ? block_end - 1 : block_begin, permuted, N);
-      offset_t start, end;
-      csr.bounds(row, permuted, start, end);
-      const bool starts_inside = start > block_begin;
-      // Short rows are the segment kernel's; the row at the block's last
-      // position is done already when it covers the first one too.
-      if (end - start <= partials.block_size || (end_of_block && !starts_inside)) continue;
-      const scalar_t* column = src + o * E * inner + v * V;
-      const auto from = static_cast<offset_t>(starts_inside ? start : block_begin);
-      const auto to = static_cast<offset_t>(end < block_end ? end : block_end);
+    const int64_t block = t / vectors % partials.hubs.blocks;
+    const int64_t o = t / vectors / partials.hubs.blocks;
+    const scalar_t* column = src + o * E * inner + v * V;
+    partials.hubs.for_each_run(block, positions, row_at, bounds, [&](int64_t from, int64_t to, int64_t partial) {
       acc_t sum[V];
       offset_t arg[V];  // see start_row: from, in order
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         sum[j] = Policy::template identity<acc_t>();
-        arg[j] = permuted ? std::numeric_limits<offset_t>::max() : from;
+        arg[j] = permuted ? std::numeric_limits<offset_t>::max() : static_cast<offset_t>(from);
       }
+      const auto first = static_cast<offset_t>(from), last = static_cast<offset_t>(to);
       if (permuted) {
-        add_row<Policy, true, scalar_t, V>(sum, arg, column, csr.perm, from, to, inner);
+        add_row<Policy, true, scalar_t, V>(sum, arg, column, csr.perm, first, last, inner);
       } else {
-        add_row<Policy, false, scalar_t, V>(sum, arg, column, csr.perm, from, to, inner);
+        add_row<Policy, false, scalar_t, V>(sum, arg, column, csr.perm, first, last, inner);
       }
-      const int64_t slot = partials.at(o, block, starts_inside, inner) + v * V;
+      const int64_t slot = partials.at(o, partial, inner) + v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         partials.value[slot + j] = sum[j];
         if constexpr (Policy::kHasArg) partials.arg[slot + j] = arg[j];
       }
-    }
+    });
   }
 }
 
-// Writes each long row's result from its partials, in block order (combined
-// after out's values when accumulating), with its arg for min and max.
+// Writes each hub's result from its partials in block order (combined after
+// out's values when accumulating), with its arg for min and max.
 template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<scalar_t>, offset_t> partials,
-                                               scalar_t* __restrict__ out,
-                                               Segments<scalar_t, offset_t> s) {
+__global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_t> partials,
+                                  scalar_t* __restrict__ out, Segments<scalar_t, offset_t> s) {
   using acc_t = at::opmath_type<scalar_t>;
   if (*s.csr.long_rows == 0) return;
   const bool permuted = *s.csr.unsorted != 0;
@@ -542,23 +358,19 @@ __global__ void store_ordered_long_rows_kernel(OrderedPartials<at::opmath_type<s
     const RowItem item = row_item(t, vectors, s.outer, s.N);
     offset_t start, end;
     s.csr.bounds(item.row, permuted, start, end);
-    if (end - start <= partials.block_size) continue;
+    if (!s.hubs.is_hub(start, end)) continue;
     scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V];
     offset_t arg[V];
     start_row<Policy, false>(sum, arg, target, s.accumulate, start);
-    // A hub row has thousands of partials: unrolled, their loads go out together.
-    const int64_t size = partials.block_size;
-    const int64_t last_block = (static_cast<int64_t>(end) - 1) / size;
-#pragma unroll 8
-    for (int64_t block = start / size; block <= last_block; ++block) {
-      const int64_t slot = partials.at(item.o, block, start > block * size, s.inner) + item.v * V;
+    s.hubs.for_each_partial(start, end, [&](int64_t partial) {
+      const int64_t slot = partials.at(item.o, partial, s.inner) + item.v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const offset_t position = Policy::kHasArg ? partials.arg[slot + j] : offset_t{0};
         combine_at<Policy, false>(sum[j], arg[j], partials.value[slot + j], position);
       }
-    }
+    });
     write_row<Policy>(s, item, target, sum, arg, end - start);
   }
 }
@@ -569,50 +381,42 @@ struct ArgPositions {
   int64_t inner = 1, E = 0, none = 0;
 };
 
-// The segments and long rows over a plan, all queued at once (long rows only
-// when E > kMaxSegment). `index`: the index the plan was built from, or null
-// for a caller's CSR (never permuted; its long rows go in order). For narrow
-// rows (has_narrow_rows) of a reduction with nothing to finish (sum, mul) an
-// unsorted index takes the atomic rows instead of the permutation
-// (`atomics_if_unsorted`; several times faster with a random or a skewed
-// index, docs/benchmarks.md): the identity fill and the atomic rows are queued too and
-// return unless the probe or the counting pass flagged the index unsorted.
-// `ordered`: every row combines its sources in source order (a stable
-// permutation), long rows by blocks in a fixed order, with no atomics:
-// deterministic results.
+// The segments and hubs over a plan, all queued at once (hubs only when E
+// exceeds a hub block). `index`: the index the plan was built from, or null
+// for a caller's CSR (never permuted). For narrow rows (has_narrow_rows) of
+// a reduction with nothing to finish (sum, mul) an unsorted index takes the
+// atomic rows instead of the permutation (`atomics_if_unsorted`; several
+// times faster with a random or a skewed index, docs/benchmarks.md): the
+// identity fill and the atomic rows are queued too and return unless the
+// probe or the counting pass flagged the index unsorted. A stable
+// permutation (deterministic mode) gives every row its sources in source
+// order: with the hubs' fixed order, deterministic results.
 template <typename Policy, typename scalar_t, typename offset_t>
 void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& plan, const int64_t* index,
-                    bool ordered, bool atomics_if_unsorted, ArgPositions positions) {
+                    bool atomics_if_unsorted, ArgPositions positions) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr bool kFinishes = Policy::kHasArg || Policy::kDividesByCount;
   const core::Csr<offset_t> csr = plan.csr(plan.counter(0));
-  const bool in_order = ordered || index == nullptr;
-
-  // The atomic long rows: one slot per output row, or per kMaxSegment
-  // positions when that is fewer: never more elements than the output. With
-  // E <= kMaxSegment no row is long: no slots and no long-row launches. In
-  // order, two partials per ordered block instead.
-  const int64_t slots = !in_order && p.E > kMaxSegment
-                            ? std::min(p.N, at::ceil_div<int64_t>(p.E, kMaxSegment))
-                            : 0;
-  at::Tensor scratch_tensor = at::empty({p.outer * slots * p.inner},
-                                        p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
-  const LongRowScratch<acc_t> scratch{slots > 0 ? scratch_tensor.mutable_data_ptr<acc_t>() : nullptr,
-                                      slots, slots == p.N};
-
   const auto* src = p.src.const_data_ptr<scalar_t>();
   auto* out = p.out.mutable_data_ptr<scalar_t>();
   core::with_vector_width<scalar_t>(p.inner, {src, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t vectors = p.inner / V;
     const int64_t rows = p.outer * p.N * vectors;
-    const int64_t long_row = in_order ? ordered_block_size(rows, p.outer * p.E * vectors) : kMaxSegment;
-    const Segments<scalar_t, offset_t> sorted{csr,      scratch,      p.E,
-                                              p.inner,  p.outer,      p.N,
-                                              rows,     long_row,     p.accumulate,
+    const HubBlocks hubs = HubBlocks::of(p.E, hub_block_size(rows, p.outer * p.E * vectors));
+    const Segments<scalar_t, offset_t> sorted{csr,
+                                              p.E,
+                                              p.inner,
+                                              p.outer,
+                                              p.N,
+                                              rows,
+                                              hubs,
+                                              p.accumulate,
                                               plan.counter(1),
                                               Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr,
-                                              positions.none, positions.inner, positions.E};
+                                              positions.none,
+                                              positions.inner,
+                                              positions.E};
     core::launch_one_wave(segment_kernel<Policy, scalar_t, V, offset_t, false>, rows, src, out, sorted);
     // A caller's CSR (no index) is sorted: no permuted kernel.
     if (index != nullptr && atomics_if_unsorted) {
@@ -636,32 +440,16 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
       }();
       core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
     }
-    if (p.E <= long_row) return;
-    if (in_order) {
-      const int64_t blocks = at::ceil_div<int64_t>(p.E, long_row);
-      const int64_t partial_values = p.outer * 2 * blocks * p.inner;
-      const at::Tensor values = at::empty({partial_values}, scratch_tensor.options());
-      const at::Tensor args = at::empty({Policy::kHasArg ? partial_values : 0}, plan.stats.options());
-      const OrderedPartials<acc_t, offset_t> partials{values.mutable_data_ptr<acc_t>(),
-                                                      args.mutable_data_ptr<offset_t>(), blocks, long_row};
-      const int64_t items = p.outer * blocks * vectors;
-      core::launch_one_wave(ordered_long_rows_kernel<Policy, scalar_t, V, offset_t>, items, src, index,
-                            csr, partials, p.E, p.inner, p.N, items);
-      core::launch_one_wave(store_ordered_long_rows_kernel<Policy, scalar_t, V, offset_t>, rows,
-                            partials, out, sorted);
-      return;
-    }
-    const int64_t chunks = at::ceil_div<int64_t>(p.E, kRowsPerThread);
-    const int64_t slices = p.outer * chunks * vectors;
-    core::launch_one_wave(long_rows_kernel<Policy, scalar_t, V, offset_t>, slices, src, index, csr,
-                          scratch, p.E, p.inner, p.N, chunks, slices);
-    core::launch_one_wave(store_long_rows_kernel<Policy, scalar_t, V, offset_t>, rows, csr, scratch,
-                          out, p.inner, p.outer, p.N, rows, p.accumulate);
-    if constexpr (Policy::kHasArg) {
-      core::launch_one_wave(long_row_args_kernel<Policy, scalar_t, V, offset_t>, slices, src, index,
-                            csr, out, p.arg.mutable_data_ptr<int64_t>(), p.E, p.inner, p.N, chunks,
-                            slices);
-    }
+    if (p.E <= hubs.size) return;
+    const int64_t partial_values = p.outer * hubs.partials() * p.inner;
+    const at::Tensor values = at::empty({partial_values}, p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
+    const at::Tensor args = at::empty({Policy::kHasArg ? partial_values : 0}, plan.stats.options());
+    const HubPartials<acc_t, offset_t> partials{values.mutable_data_ptr<acc_t>(), args.mutable_data_ptr<offset_t>(),
+                                               hubs};
+    const int64_t items = p.outer * hubs.blocks * vectors;
+    core::launch_one_wave(hub_partials_kernel<Policy, scalar_t, V, offset_t>, items, src, index, csr, partials, p.E,
+                          p.inner, p.N, items);
+    core::launch_one_wave(store_hubs_kernel<Policy, scalar_t, V, offset_t>, rows, partials, out, sorted);
   });
 }
 
@@ -678,16 +466,14 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
   options.probe = atomics_if_unsorted;
   options.counters = 3;  // the long-rows flag, tiles taken by the sorted and the permuted kernel
   const auto plan = core::plan_index<offset_t>(p.index, p.E, p.N, options);
-  reduce_planned<Policy, scalar_t>(p, plan, p.index.const_data_ptr<int64_t>(), ordered,
-                                   atomics_if_unsorted, positions);
+  reduce_planned<Policy, scalar_t>(p, plan, p.index.const_data_ptr<int64_t>(), atomics_if_unsorted, positions);
 }
 
 // segment_csr: the caller's indptr ([N + 1], int64) as the plan; p.index unused.
 template <typename Policy, typename scalar_t, typename offset_t>
 void indptr_reduce(const ScatterProblem& p, const at::Tensor& indptr) {
   const auto plan = core::plan_from_indptr<offset_t>(indptr, p.E, /*counters=*/3);
-  reduce_planned<Policy, scalar_t>(p, plan, nullptr, /*ordered=*/true, false,
-                                   ArgPositions{p.inner, 0, p.E});
+  reduce_planned<Policy, scalar_t>(p, plan, nullptr, false, ArgPositions{p.inner, 0, p.E});
 }
 
 }  // namespace torchplug::core

@@ -1,0 +1,112 @@
+"""Hub rows (core/reduce/cuda/hub_rows.cuh) in every family that reduces
+rows: scatter, segment_csr, scatter_softmax and spmm, with rows on both
+sides of each hub limit and empty rows between hubs, against float64
+references in plain PyTorch, on every device.
+
+On CUDA a row longer than a block of the sorted order is a hub. The block is
+32 positions while the row items (rows x 16-byte column vectors) are fewer
+than 2^20, and 1024 from there on: 40 rows of 16 float32 values take the
+first limit, 2^18 rows the second."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torchplug
+
+F = 16
+#: (rows, the lengths of the first rows; every other row has one source)
+LAYOUTS = {
+    "block-32": (40, [32, 33, 0, 65, 0, 0, 31, 200, 1]),
+    "block-1024": (2**18, [1024, 1025, 0, 2049, 0, 0, 1023, 3000]),
+}
+
+
+def _degrees(layout: str) -> torch.Tensor:
+    n, head = LAYOUTS[layout]
+    degree = torch.ones(n, dtype=torch.long)
+    degree[: len(head)] = torch.tensor(head)
+    return degree
+
+
+def _index(layout: str, order: str, g: torch.Generator) -> torch.Tensor:
+    degree = _degrees(layout)
+    index = torch.repeat_interleave(torch.arange(degree.numel()), degree)
+    return index[torch.randperm(index.numel(), generator=g)] if order == "shuffled" else index
+
+
+def _values(shape: tuple[int, ...], g: torch.Generator, device: str) -> torch.Tensor:
+    """Small integers: every sum below is exact in float32."""
+    return torch.randint(-4, 5, shape, generator=g).float().to(device)
+
+
+def _reduced(src: torch.Tensor, index: torch.Tensor, n: int, reduce: str) -> torch.Tensor:
+    """torch_scatter's semantics in float64: an empty row gives 0."""
+    wide = src.double()
+    out = wide.new_zeros(n, wide.shape[1])
+    torch_name = {"sum": "sum", "mean": "mean", "min": "amin", "max": "amax"}[reduce]
+    return out.scatter_reduce_(0, index.view(-1, 1).expand_as(wide), wide, torch_name, include_self=False)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
+def test_scatter_hubs(layout: str, order: str, reduce: str, device: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    n = LAYOUTS[layout][0]
+    index = _index(layout, order, g)
+    src = _values((index.numel(), F), g, device)
+    index = index.to(device)
+    got = torchplug.scatter(src, index, 0, dim_size=n, reduce=reduce)
+    torch.testing.assert_close(got, _reduced(src, index, n, reduce).float())
+    if reduce in ("min", "max"):
+        values, arg = getattr(torchplug, f"scatter_{reduce}")(src, index, 0, dim_size=n)
+        filled = (torch.bincount(index, minlength=n) > 0).view(-1, 1).expand(-1, F)
+        held = arg.clamp(max=index.numel() - 1)
+        assert torch.equal(src.gather(0, held)[filled], values[filled])
+        assert torch.equal(index[held][filled], torch.arange(n, device=device).view(-1, 1).expand(-1, F)[filled])
+        assert torch.equal(arg[~filled], torch.full_like(arg[~filled], index.numel()))
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
+def test_segment_csr_hubs(layout: str, reduce: str, device: str) -> None:
+    g = torch.Generator().manual_seed(1)
+    degree = _degrees(layout)
+    indptr = torch.cat([degree.new_zeros(1), degree.cumsum(0)]).to(device)
+    index = torch.repeat_interleave(torch.arange(degree.numel()), degree).to(device)
+    src = _values((index.numel(), F), g, device)
+    got = torchplug.segment_csr(src, indptr, reduce=reduce)
+    torch.testing.assert_close(got, _reduced(src, index, degree.numel(), reduce).float())
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_scatter_softmax_hubs(layout: str, order: str, device: str) -> None:
+    g = torch.Generator().manual_seed(2)
+    n = LAYOUTS[layout][0]
+    index = _index(layout, order, g)
+    src = _values((index.numel(), F), g, device)
+    index = index.to(device)
+    wide = src.double()
+    top = _reduced(src, index, n, "max")[index]
+    exp = (wide - top).exp()
+    want = exp / _reduced(exp, index, n, "sum")[index]
+    torch.testing.assert_close(torchplug.scatter_softmax(src, index, 0, dim_size=n), want.float())
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
+def test_spmm_hubs(layout: str, reduce: str, device: str) -> None:
+    g = torch.Generator().manual_seed(3)
+    degree = _degrees(layout)
+    n, nnz = degree.numel(), int(degree.sum())
+    rowptr = torch.cat([degree.new_zeros(1), degree.cumsum(0)]).to(device)
+    col = torch.randint(0, n, (nnz,), generator=g).to(device)
+    value = _values((nnz,), g, device)
+    x = _values((n, F), g, device)
+    row = torch.repeat_interleave(torch.arange(n), degree).to(device)
+    messages = value.view(-1, 1) * x[col]
+    got = torchplug.spmm((rowptr, col, value), x, reduce)
+    torch.testing.assert_close(got, _reduced(messages, row, n, reduce).float())
