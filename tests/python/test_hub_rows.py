@@ -4,22 +4,28 @@ sides of each hub limit and empty rows between hubs, against float64
 references in plain PyTorch, on every device.
 
 On CUDA a row longer than a block of the sorted order is a hub. The block is
-32 positions while the row items (rows x 16-byte column vectors) are fewer
-than 2^20, and 1024 from there on: 40 rows of 16 float32 values take the
-first limit, 2^18 rows the second."""
+32 positions while the row items (rows x column vectors) are fewer than
+2^20, and 1024 from there on: rows of 33 float32 values are 33 vectors of
+one, so 40 rows take the first limit and 2^18 rows the second. The first
+hub starts at position 0 and ends on a block boundary; a hub of 70,000
+sources puts scatter past its atomic-rows limit (2^21 elements), so that
+it takes the hubs in the default mode too."""
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
 
 import torchplug
+from op_table import deterministic_algorithms
 
-F = 16
+F = 33
 #: (rows, the lengths of the first rows; every other row has one source)
 LAYOUTS = {
-    "block-32": (40, [32, 33, 0, 65, 0, 0, 31, 200, 1]),
-    "block-1024": (2**18, [1024, 1025, 0, 2049, 0, 0, 1023, 3000]),
+    "block-32": (40, [64, 32, 33, 0, 65, 0, 0, 31, 200, 70_000, 1]),
+    "block-1024": (2**18, [2048, 1024, 1025, 0, 2049, 0, 0, 1023, 3000]),
 }
 
 
@@ -49,24 +55,38 @@ def _reduced(src: torch.Tensor, index: torch.Tensor, n: int, reduce: str) -> tor
     return out.scatter_reduce_(0, index.view(-1, 1).expand_as(wide), wide, torch_name, include_self=False)
 
 
+def _smallest_positions(src: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """min's and max's arg: the smallest position of each row's sources
+    holding its value, E for an empty row."""
+    E = src.shape[0]
+    holds = src == values[index]
+    positions = torch.arange(E, device=src.device).view(-1, 1).expand_as(src)
+    candidates = torch.where(holds, positions, E)
+    out = torch.full_like(values, E, dtype=torch.long)
+    return out.scatter_reduce_(0, index.view(-1, 1).expand_as(src), candidates, "amin")
+
+
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
 @pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
-def test_scatter_hubs(layout: str, order: str, reduce: str, device: str) -> None:
+@pytest.mark.parametrize("mode", ["default", "deterministic"])
+def test_scatter_hubs(layout: str, order: str, reduce: str, mode: str, device: str) -> None:
     g = torch.Generator().manual_seed(0)
     n = LAYOUTS[layout][0]
     index = _index(layout, order, g)
     src = _values((index.numel(), F), g, device)
     index = index.to(device)
-    got = torchplug.scatter(src, index, 0, dim_size=n, reduce=reduce)
-    torch.testing.assert_close(got, _reduced(src, index, n, reduce).float())
-    if reduce in ("min", "max"):
-        values, arg = getattr(torchplug, f"scatter_{reduce}")(src, index, 0, dim_size=n)
-        filled = (torch.bincount(index, minlength=n) > 0).view(-1, 1).expand(-1, F)
-        held = arg.clamp(max=index.numel() - 1)
-        assert torch.equal(src.gather(0, held)[filled], values[filled])
-        assert torch.equal(index[held][filled], torch.arange(n, device=device).view(-1, 1).expand(-1, F)[filled])
-        assert torch.equal(arg[~filled], torch.full_like(arg[~filled], index.numel()))
+    base = _values((n, F), g, device)
+    with deterministic_algorithms() if mode == "deterministic" else contextlib.nullcontext():
+        got = torchplug.scatter(src, index, 0, dim_size=n, reduce=reduce)
+        torch.testing.assert_close(got, _reduced(src, index, n, reduce).float())
+        if reduce == "sum":  # into out=
+            out = base.clone()
+            torchplug.scatter_sum(src, index, 0, out=out)
+            torch.testing.assert_close(out, (base.double() + _reduced(src, index, n, "sum")).float())
+        if reduce in ("min", "max"):
+            values, arg = getattr(torchplug, f"scatter_{reduce}")(src, index, 0, dim_size=n)
+            assert torch.equal(arg, _smallest_positions(src, index, values))
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
@@ -79,6 +99,9 @@ def test_segment_csr_hubs(layout: str, reduce: str, device: str) -> None:
     src = _values((index.numel(), F), g, device)
     got = torchplug.segment_csr(src, indptr, reduce=reduce)
     torch.testing.assert_close(got, _reduced(src, index, degree.numel(), reduce).float())
+    if reduce in ("min", "max"):
+        values, arg = getattr(torchplug, f"segment_{reduce}_csr")(src, indptr)
+        assert torch.equal(arg, _smallest_positions(src, index, values))
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))

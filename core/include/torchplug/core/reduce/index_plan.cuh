@@ -165,7 +165,7 @@ struct Csr {
   const offset_t* perm;      // E entries, the first rowptr[N] filled when *unsorted;
                              // nullptr when an unsorted index takes the atomic rows
   const offset_t* unsorted;  // written by the counting pass
-  offset_t* long_rows;       // set when some row has more than kMaxSegment sources
+  offset_t* long_rows;       // set when some row is a hub (reduce/cuda/hub_rows.cuh)
 
   // Row r's sources are positions [start, end) of the sorted order: rowptr[r]
   // .. rowptr[r + 1] for a sorted index; the permutation fill moves each

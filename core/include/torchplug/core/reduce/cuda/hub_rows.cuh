@@ -9,8 +9,10 @@
 // two hubs, each being longer than a block: one covering its first position,
 // partial 2b, and one starting inside it, partial 2b + 1. A last pass
 // combines each hub's partials in block order (HubBlocks::for_each_partial).
-// No atomics: the default path and deterministic mode give the same bits
-// every run, and a hub of 10^6 sources spreads over a thousand threads.
+// No atomics: with the sources of each row in a fixed order (a sorted index,
+// a caller's indptr, deterministic mode's stable permutation) a hub gives the
+// same bits every run, and a hub of 10^6 sources spreads over a thousand
+// threads.
 // Extra memory: 2 ceil(positions / size) partial states per column vector
 // and outer index, never O(E x F).
 
