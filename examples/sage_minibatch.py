@@ -176,6 +176,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                        "parameters": [p.detach().cpu().flatten().tolist() for p in model.parameters()]}, file)
     print(f"final: rank={rank} acc={acc:.4f}")
     if args.ddp:
+        # Every rank done with gloo before any tears its connections down: a
+        # rank that destroyed the group while its peer still held it aborted
+        # the peer ("terminate called without an active exception").
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 

@@ -59,8 +59,9 @@ def test_sampled_batch_is_a_subgraph() -> None:
 
 
 def test_ddp_two_gloo_ranks(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(SCRIPT), "--ddp",
-               "--device", "cpu", "--nodes", "3000", "--epochs", "2", "--batch-size", "256",
+    # --standalone: a free port, not the default 29500 another job may hold.
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(SCRIPT),
+               "--ddp", "--device", "cpu", "--nodes", "3000", "--epochs", "2", "--batch-size", "256",
                "--report", str(tmp_path / "rank{rank}.json")]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
