@@ -62,6 +62,21 @@ def test_neighbor_loader_batches_are_subgraphs(data: Data, options: dict) -> Non
             assert (data.weight[batch.e_id[:seed_of.numel()]][weighted >= 4] > 0).all()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_neighbor_loader_on_a_cuda_graph(data: Data) -> None:
+    """A graph on a GPU: PyG's sampler copies its CSC to the host and samples
+    there (through torchplug's CPU kernel), then gathers the features on the
+    GPU; the batches are subgraphs as on the CPU."""
+    with torchplug.pyg.enabled():
+        batches = list(NeighborLoader(data.to("cuda"), num_neighbors=[4, 3], batch_size=10,
+                                      input_nodes=torch.arange(0, N, 3)))
+    assert len(batches) == 4
+    for batch in batches:
+        assert batch.x.is_cuda and batch.edge_index.is_cuda
+        assert_subgraph(batch.to("cpu"), data)
+        assert torch.equal(batch.x.cpu(), data.x[batch.n_id.cpu()])
+
+
 def test_link_neighbor_loader_batches_are_subgraphs(data: Data) -> None:
     with torchplug.pyg.enabled():
         loader = LinkNeighborLoader(data, num_neighbors=[3, 2], batch_size=16,
