@@ -162,18 +162,13 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
   const bool permuted = *r.csr.unsorted != 0;
   const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
   const int64_t vectors = r.inner / V;
-  const auto row_at = [&](int64_t k) { return r.csr.row_at(index, k, permuted, r.N); };
-  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) {
-    offset_t from, to;
-    r.csr.bounds(row, permuted, from, to);
-    start = from, end = to;
-  };
   TORCHPLUG_GRID_STRIDE_LOOP(t, r.outer * r.hubs.blocks * vectors) {
     const int64_t v = t % vectors;
     const int64_t block = t / vectors % r.hubs.blocks;
     const int64_t o = t / vectors / r.hubs.blocks;
     const int64_t column = o * r.E * r.inner + v * V;
-    r.hubs.for_each_run(block, positions, row_at, bounds, [&](int64_t from, int64_t to, int64_t partial) {
+    core::for_each_hub_run(r.hubs, block, positions, r.csr, index, r.N, permuted, [&](int64_t from, int64_t to,
+                                                                                      int64_t partial) {
       State s[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) s[j] = program.init();
@@ -185,7 +180,7 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
 #pragma unroll
         for (int j = 0; j < V; ++j) program.update(s[j], a[j], b[j]);
       }
-      State* slot = r.partials + (o * r.hubs.partials() + partial) * r.inner + v * V;
+      State* slot = r.partials + r.hubs.at(o, partial, r.inner) + v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) slot[j] = s[j];
     });
@@ -207,7 +202,7 @@ __global__ void store_hubs_kernel(scalar_t* __restrict__ out, Program program, R
     State s[V];
     start_states<Program, scalar_t, V>(program, s, out + at, r.accumulate);
     r.hubs.for_each_partial(start, end, [&](int64_t partial) {
-      const State* slot = r.partials + (item.o * r.hubs.partials() + partial) * r.inner + item.v * V;
+      const State* slot = r.partials + r.hubs.at(item.o, partial, r.inner) + item.v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) program.merge(s[j], slot[j]);
     });

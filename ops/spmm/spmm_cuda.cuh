@@ -177,7 +177,7 @@ __global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ rowptr, con
       start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
       add_edge_range<Policy, false, kWeighted>(acc, held, col, head_weights(value, offset, s), x, from, to, s,
                                                offset);
-      const int64_t slot = partial * s.F + offset;
+      const int64_t slot = hubs.at(0, partial, s.F) + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         partials.value[slot + j] = acc[j];
@@ -205,7 +205,7 @@ __global__ void spmm_store_hubs_kernel(const int64_t* __restrict__ rowptr,
     int64_t held[V];
     start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
     hubs.for_each_partial(start, end, [&](int64_t partial) {
-      const int64_t slot = partial * s.F + offset;
+      const int64_t slot = hubs.at(0, partial, s.F) + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const int64_t position = Policy::kHasArg ? partials.held[slot + j] : 0;

@@ -14,7 +14,7 @@
 // same bits every run, and a hub of 10^6 sources spreads over a thousand
 // threads.
 // Extra memory: 2 ceil(positions / size) partial states per column vector
-// and outer index, never O(E x F).
+// and outer index.
 
 #include <ATen/ceil_div.h>
 
@@ -50,6 +50,9 @@ struct HubBlocks {
 
   // Partials per outer index.
   __host__ __device__ int64_t partials() const { return 2 * blocks; }
+
+  // Where partial `partial` of outer index o starts in [outer][partials()][inner].
+  __device__ int64_t at(int64_t o, int64_t partial, int64_t inner) const { return (o * partials() + partial) * inner; }
 
   __host__ __device__ bool is_hub(int64_t start, int64_t end) const { return end - start > size; }
 

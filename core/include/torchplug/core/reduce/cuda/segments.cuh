@@ -287,10 +287,6 @@ struct HubPartials {
   acc_t* value;
   offset_t* arg;
   HubBlocks hubs;
-
-  __device__ int64_t at(int64_t o, int64_t partial, int64_t inner) const {
-    return (o * hubs.partials() + partial) * inner;
-  }
 };
 
 // The number of positions the CSR's rows cover (index values in [0, N)).
@@ -299,6 +295,21 @@ __device__ __forceinline__ int64_t sorted_positions(const Csr<offset_t>& csr, in
   offset_t start, end;
   csr.bounds(N - 1, permuted, start, end);
   return end;
+}
+
+// hubs.for_each_run over a plan's CSR (`positions`: sorted_positions):
+// each position's row read off `index` (or rowptr, for a caller's CSR).
+template <typename offset_t, typename Run>
+__device__ __forceinline__ void for_each_hub_run(const HubBlocks& hubs, int64_t block, int64_t positions,
+                                                 const Csr<offset_t>& csr, const int64_t* index, int64_t N,
+                                                 bool permuted, Run run) {
+  const auto row_at = [&](int64_t k) { return csr.row_at(index, k, permuted, N); };
+  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) {
+    offset_t from, to;
+    csr.bounds(row, permuted, from, to);
+    start = from, end = to;
+  };
+  hubs.for_each_run(block, positions, row_at, bounds, run);
 }
 
 template <typename Policy, typename scalar_t, int V, typename offset_t>
@@ -310,18 +321,13 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int6
   const bool permuted = *csr.unsorted != 0;
   const int64_t positions = sorted_positions(csr, N, permuted);
   const int64_t vectors = inner / V;
-  const auto row_at = [&](int64_t k) { return csr.row_at(index, k, permuted, N); };
-  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) {
-    offset_t from, to;
-    csr.bounds(row, permuted, from, to);
-    start = from, end = to;
-  };
   TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
     const int64_t v = t % vectors;
     const int64_t block = t / vectors % partials.hubs.blocks;
     const int64_t o = t / vectors / partials.hubs.blocks;
     const scalar_t* column = src + o * E * inner + v * V;
-    partials.hubs.for_each_run(block, positions, row_at, bounds, [&](int64_t from, int64_t to, int64_t partial) {
+    for_each_hub_run(partials.hubs, block, positions, csr, index, N, permuted, [&](int64_t from, int64_t to,
+                                                                                  int64_t partial) {
       acc_t sum[V];
       offset_t arg[V];  // see start_row: from, in order
 #pragma unroll
@@ -335,7 +341,7 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int6
       } else {
         add_row<Policy, false, scalar_t, V>(sum, arg, column, csr.perm, first, last, inner);
       }
-      const int64_t slot = partials.at(o, partial, inner) + v * V;
+      const int64_t slot = partials.hubs.at(o, partial, inner) + v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         partials.value[slot + j] = sum[j];
@@ -364,7 +370,7 @@ __global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_
     offset_t arg[V];
     start_row<Policy, false>(sum, arg, target, s.accumulate, start);
     s.hubs.for_each_partial(start, end, [&](int64_t partial) {
-      const int64_t slot = partials.at(item.o, partial, s.inner) + item.v * V;
+      const int64_t slot = partials.hubs.at(item.o, partial, s.inner) + item.v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const offset_t position = Policy::kHasArg ? partials.arg[slot + j] : offset_t{0};
