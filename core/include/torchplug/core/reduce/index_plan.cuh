@@ -24,8 +24,11 @@
 #include "torchplug/core/launch.cuh"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/cuda/cub.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/zeros.h>
 
@@ -298,7 +301,21 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
     } else {
       launch(sort_keys_kernel<int64_t>, E, rows, E, N, keys.mutable_data_ptr<int64_t>());
     }
-    plan.perm = std::get<1>(keys.sort(std::optional<bool>(true), /*dim=*/0)).to(offsets.dtype());
+    if (narrow && E <= std::numeric_limits<int>::max()) {
+      // cub's stable radix sort over only the bits a row needs (20 for a
+      // million rows; ATen's sort takes all 32) with the positions as
+      // offset_t values: no int64 order to convert.
+      const at::Tensor positions = at::arange(E, offsets);
+      const at::Tensor sorted_keys = at::empty_like(keys);
+      plan.perm = at::empty({E}, offsets);
+      const int end_bit = 64 - __builtin_clzll(static_cast<unsigned long long>(N) | 1ull);
+      at::cuda::cub::radix_sort_pairs(keys.const_data_ptr<int32_t>(), sorted_keys.mutable_data_ptr<int32_t>(),
+                                      positions.template const_data_ptr<offset_t>(),
+                                      plan.perm.template mutable_data_ptr<offset_t>(), E, /*descending=*/false,
+                                      /*begin_bit=*/0, end_bit);
+    } else {
+      plan.perm = std::get<1>(keys.sort(std::optional<bool>(true), /*dim=*/0)).to(offsets.dtype());
+    }
     plan.stats.narrow(0, N + 1, 1).fill_(1);  // every index is read through the permutation
   }
   return plan;
