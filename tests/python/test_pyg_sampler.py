@@ -66,9 +66,10 @@ def test_neighbor_loader_batches_are_subgraphs(data: Data, options: dict) -> Non
 def test_neighbor_loader_on_a_cuda_graph(data: Data) -> None:
     """A graph on a GPU: PyG's sampler copies its CSC to the host and samples
     there (through torchplug's CPU kernel), then gathers the features on the
-    GPU; the batches are subgraphs as on the CPU."""
+    GPU; the batches are subgraphs as on the CPU (Data.to moves in place:
+    the loader gets a clone)."""
     with torchplug.pyg.enabled():
-        batches = list(NeighborLoader(data.to("cuda"), num_neighbors=[4, 3], batch_size=10,
+        batches = list(NeighborLoader(data.clone().to("cuda"), num_neighbors=[4, 3], batch_size=10,
                                       input_nodes=torch.arange(0, N, 3)))
     assert len(batches) == 4
     for batch in batches:
