@@ -25,7 +25,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/cuda/cub.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -251,13 +250,15 @@ template <typename offset_t>
 IndexPlan<offset_t> plan_from_indptr(const at::Tensor& indptr, int64_t E, int64_t counters = 0);
 
 // Row keys for the stable sort: the row, or N for values outside [0, N), which
-// sort last, past every counted position.
-template <typename key_t>
+// sort last, past every counted position; each key's position too, where
+// `positions` is given (the values a radix sort carries along).
+template <typename key_t, typename offset_t>
 __global__ void sort_keys_kernel(const int64_t* __restrict__ index, int64_t E, int64_t N,
-                                 key_t* __restrict__ keys) {
+                                 key_t* __restrict__ keys, offset_t* __restrict__ positions) {
   TORCHPLUG_GRID_STRIDE_LOOP(e, E) {
     const int64_t row = index[e];
     keys[e] = static_cast<key_t>(row >= 0 && row < N ? row : N);
+    if (positions != nullptr) positions[e] = static_cast<offset_t>(e);
   }
 }
 
@@ -294,18 +295,14 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
       plan.stable = false;
       return plan;
     }
-    const bool narrow = N < std::numeric_limits<int32_t>::max();
-    at::Tensor keys = at::empty({E}, index.options().dtype(narrow ? at::kInt : at::kLong));
-    if (narrow) {
-      launch(sort_keys_kernel<int32_t>, E, rows, E, N, keys.mutable_data_ptr<int32_t>());
-    } else {
-      launch(sort_keys_kernel<int64_t>, E, rows, E, N, keys.mutable_data_ptr<int64_t>());
-    }
-    if (narrow && E <= std::numeric_limits<int>::max()) {
+    if (N < std::numeric_limits<int32_t>::max() && E <= std::numeric_limits<int>::max()) {
       // cub's stable radix sort over only the bits a row needs (20 for a
-      // million rows; ATen's sort takes all 32) with the positions as
+      // million rows; ATen's sort takes all 32), the positions carried as
       // offset_t values: no int64 order to convert.
-      const at::Tensor positions = at::arange(E, offsets);
+      const at::Tensor keys = at::empty({E}, index.options().dtype(at::kInt));
+      const at::Tensor positions = at::empty({E}, offsets);
+      launch(sort_keys_kernel<int32_t, offset_t>, E, rows, E, N, keys.mutable_data_ptr<int32_t>(),
+             positions.template mutable_data_ptr<offset_t>());
       const at::Tensor sorted_keys = at::empty_like(keys);
       plan.perm = at::empty({E}, offsets);
       const int end_bit = 64 - __builtin_clzll(static_cast<unsigned long long>(N) | 1ull);
@@ -314,6 +311,9 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
                                       plan.perm.template mutable_data_ptr<offset_t>(), E, /*descending=*/false,
                                       /*begin_bit=*/0, end_bit);
     } else {
+      const at::Tensor keys = at::empty({E}, index.options().dtype(at::kLong));
+      launch(sort_keys_kernel<int64_t, offset_t>, E, rows, E, N, keys.mutable_data_ptr<int64_t>(),
+             static_cast<offset_t*>(nullptr));
       plan.perm = std::get<1>(keys.sort(std::optional<bool>(true), /*dim=*/0)).to(offsets.dtype());
     }
     plan.stats.narrow(0, N + 1, 1).fill_(1);  // every index is read through the permutation
