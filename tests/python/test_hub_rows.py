@@ -133,3 +133,6 @@ def test_spmm_hubs(layout: str, reduce: str, device: str) -> None:
     messages = value.view(-1, 1) * x[col]
     got = torchplug.spmm((rowptr, col, value), x, reduce)
     torch.testing.assert_close(got, _reduced(messages, row, n, reduce).float())
+    if reduce in ("min", "max"):  # the first edge holding each row's value
+        values, arg = getattr(torchplug, f"spmm_{reduce}")(rowptr, col, value, x)
+        assert torch.equal(arg, _smallest_positions(messages, row, values))
