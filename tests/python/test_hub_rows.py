@@ -9,7 +9,9 @@ On CUDA a row longer than a block of the sorted order is a hub. The block is
 one, so 40 rows take the first limit and 2^18 rows the second. The first
 hub starts at position 0 and ends on a block boundary; a hub of 70,000
 sources puts scatter past its atomic-rows limit (2^21 elements), so that
-it takes the hubs in the default mode too."""
+it takes the hubs in the default mode too. In the third layout a hub of
+70,000 starts on a block boundary (position 160) and runs to the last
+position."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ F = 33
 LAYOUTS = {
     "block-32": (40, [64, 32, 33, 0, 65, 0, 0, 31, 200, 70_000, 1]),
     "block-1024": (2**18, [2048, 1024, 1025, 0, 2049, 0, 0, 1023, 3000]),
+    "hub-last": (7, [64, 0, 32, 33, 31, 0, 70_000]),
 }
 
 
@@ -87,6 +90,25 @@ def test_scatter_hubs(layout: str, order: str, reduce: str, mode: str, device: s
         if reduce in ("min", "max"):
             values, arg = getattr(torchplug, f"scatter_{reduce}")(src, index, 0, dim_size=n)
             assert torch.equal(arg, _smallest_positions(src, index, values))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "max"])
+@pytest.mark.parametrize("mode", ["default", "deterministic"])
+def test_scatter_hubs_leave_out_index_values_outside(reduce: str, mode: str, cuda_device: str) -> None:
+    """CUDA leaves index values outside [0, N) out: spread through a shuffled
+    index with hubs (fewer sorted positions than sources), the rest reduces
+    as without them."""
+    g = torch.Generator().manual_seed(7)
+    n = LAYOUTS["block-32"][0]
+    index = _index("block-32", "shuffled", g)
+    src = _values((index.numel(), F), g, cuda_device)
+    stray = torch.arange(0, index.numel(), 89)
+    index[stray] = torch.where(stray % 2 == 0, -1, n)
+    kept = (index >= 0) & (index < n)
+    want = _reduced(src[kept.to(cuda_device)], index[kept].to(cuda_device), n, reduce)
+    with deterministic_algorithms() if mode == "deterministic" else contextlib.nullcontext():
+        got = torchplug.scatter(src, index.to(cuda_device), 0, dim_size=n, reduce=reduce)
+    torch.testing.assert_close(got, want.float())
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
