@@ -22,12 +22,11 @@
 
 #include "torchplug/core/cache_hint.cuh"
 #include "torchplug/core/launch.cuh"
+#include "torchplug/core/scratch.cuh"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/cuda/cub.h>
 #include <ATen/ops/cumsum.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/zeros.h>
 
@@ -270,7 +269,7 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
   const auto* rows = index.const_data_ptr<int64_t>();
   const auto offsets = index.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
   const int64_t size = N + 2 + options.counters;
-  plan.stats = at::empty({size}, offsets);
+  plan.stats = scratch({size}, offsets);
   offset_t* stats = plan.stats.template mutable_data_ptr<offset_t>();
   launch(init_stats_kernel<offset_t>, size, stats, size, N + 1, rows, E, options.probe);
   const int64_t threads = at::ceil_div<int64_t>(E, kIndexPassUnroll);
@@ -284,7 +283,7 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
   plan.rowptr = at::cumsum(plan.stats.narrow(0, 0, N + (plan.stable ? 2 : 1)), 0, plan.stats.scalar_type());
   if (options.permutation == Permutation::kAtomic) {
     // Allocated for a sorted index too: knowing it is sorted would take a synchronisation.
-    plan.perm = at::empty({E}, offsets);
+    plan.perm = scratch({E}, offsets);
     launch_one_wave(fill_perm_kernel<offset_t>, threads, rows, E, N, plan.unsorted(),
                     plan.rowptr.template mutable_data_ptr<offset_t>(),
                     plan.perm.template mutable_data_ptr<offset_t>());
@@ -299,19 +298,19 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
       // cub's stable radix sort over only the bits a row needs (20 for a
       // million rows; ATen's sort takes all 32), the positions carried as
       // offset_t values: no int64 order to convert.
-      const at::Tensor keys = at::empty({E}, index.options().dtype(at::kInt));
-      const at::Tensor positions = at::empty({E}, offsets);
+      const at::Tensor keys = scratch({E}, index.options().dtype(at::kInt));
+      const at::Tensor positions = scratch({E}, offsets);
       launch(sort_keys_kernel<int32_t, offset_t>, E, rows, E, N, keys.mutable_data_ptr<int32_t>(),
              positions.template mutable_data_ptr<offset_t>());
-      const at::Tensor sorted_keys = at::empty_like(keys);
-      plan.perm = at::empty({E}, offsets);
+      const at::Tensor sorted_keys = scratch({E}, keys.options());
+      plan.perm = scratch({E}, offsets);
       const int end_bit = 64 - __builtin_clzll(static_cast<unsigned long long>(N) | 1ull);
       at::cuda::cub::radix_sort_pairs(keys.const_data_ptr<int32_t>(), sorted_keys.mutable_data_ptr<int32_t>(),
                                       positions.template const_data_ptr<offset_t>(),
                                       plan.perm.template mutable_data_ptr<offset_t>(), E, /*descending=*/false,
                                       /*begin_bit=*/0, end_bit);
     } else {
-      const at::Tensor keys = at::empty({E}, index.options().dtype(at::kLong));
+      const at::Tensor keys = scratch({E}, index.options().dtype(at::kLong));
       launch(sort_keys_kernel<int64_t, offset_t>, E, rows, E, N, keys.mutable_data_ptr<int64_t>(),
              static_cast<offset_t*>(nullptr));
       plan.perm = std::get<1>(keys.sort(std::optional<bool>(true), /*dim=*/0)).to(offsets.dtype());
@@ -332,7 +331,7 @@ IndexPlan<offset_t> plan_from_indptr(const at::Tensor& indptr, int64_t E, int64_
   IndexPlan<offset_t> plan;
   plan.N = indptr.numel() - 1;
   const auto offsets = indptr.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
-  plan.rowptr = at::empty({plan.N + 1}, offsets);
+  plan.rowptr = scratch({plan.N + 1}, offsets);
   launch(clamp_indptr_kernel<offset_t>, plan.N + 1, indptr.const_data_ptr<int64_t>(),
          plan.rowptr.template mutable_data_ptr<offset_t>(), plan.N + 1, E);
   // No counts; the flag stays 0 (sorted) and the counters start at 0.

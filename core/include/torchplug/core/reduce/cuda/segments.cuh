@@ -17,12 +17,12 @@
 #include "torchplug/core/reduce/cuda/hub_rows.cuh"
 #include "torchplug/core/reduce/index_plan.cuh"
 #include "torchplug/core/launch.cuh"
+#include "torchplug/core/scratch.cuh"
 #include "torchplug/core/reduce/policy.cuh"
 #include "torchplug/core/vector.cuh"
 
 #include <ATen/OpMathType.h>
 #include <ATen/ceil_div.h>
-#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <limits>
@@ -448,8 +448,8 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
     }
     if (p.E <= hubs.size) return;
     const int64_t partial_values = p.outer * hubs.partials() * p.inner;
-    const at::Tensor values = at::empty({partial_values}, p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
-    const at::Tensor args = at::empty({Policy::kHasArg ? partial_values : 0}, plan.stats.options());
+    const at::Tensor values = scratch({partial_values}, p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
+    const at::Tensor args = scratch({Policy::kHasArg ? partial_values : 0}, plan.stats.options());
     const HubPartials<acc_t, offset_t> partials{values.mutable_data_ptr<acc_t>(), args.mutable_data_ptr<offset_t>(),
                                                hubs};
     const int64_t items = p.outer * hubs.blocks * vectors;
