@@ -36,9 +36,9 @@ from torch.autograd import gradcheck, gradgradcheck
 
 import torchplug
 from op_table import (DET_E, DET_N, OpRow, Sample, assert_bitwise, cpu_threads, det_index, deterministic_algorithms,
-                      values)
+                      rows_param, values)
 from scatter_reference import broadcast_index, default_dim_size, gamma, ulp
-from scatter_rows import scatter_rows_param
+from scatter_rows import SCATTER_ROWS, scatter_rows_param
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INT_DTYPES = [torch.int32, torch.int64]
@@ -1402,3 +1402,53 @@ def test_deterministic_mode_every_reduction_at_width_16(row: OpRow, kind: str, d
     sample = Sample((src, index.to(device)), 0, DET_N, desc=kind)
     assert_deterministic_runs(row, sample, grad, index, f"{row.name} {kind} F={F}")
 
+
+
+def _one_value_index(layout: str, g: torch.Generator) -> tuple[torch.Tensor, int]:
+    """(CPU index, rows) of DET_E sources for test_deterministic_mode_one_value_per_source."""
+    if layout == "sorted":
+        return torch.sort(torch.randint(0, DET_N, (DET_E,), generator=g)).values, DET_N
+    if layout == "sorted-with-strays":
+        index = torch.sort(torch.randint(0, DET_N, (DET_E,), generator=g)).values
+        stray = torch.arange(0, DET_E, 97)
+        index[stray] = torch.where(stray % 2 == 0, -1, DET_N)
+        return index, DET_N
+    if layout == "power-law":  # a hub of about 3.7K sources: hub blocks at one value per source
+        return det_index("power-law", DET_E, DET_N, g), DET_N
+    rows = 1_000_000  # "40-of-a-million": long runs of empty rows between the taken ones
+    taken = torch.randperm(rows, generator=g)[:40]
+    return taken[torch.randint(0, 40, (DET_E,), generator=g)], rows
+
+
+@pytest.mark.parametrize("layout", ["sorted", "sorted-with-strays", "power-law", "40-of-a-million"])
+@pytest.mark.parametrize("row", rows_param([r for r in SCATTER_ROWS if r.reduce in ("sum", "mean", "mul")]))
+def test_deterministic_mode_one_value_per_source(row: OpRow, layout: str, cuda_device: str) -> None:
+    """One value per source in deterministic mode (CUDA sorts the values
+    themselves, or reduces a sorted index in place): two runs give the same
+    bits, alone and into out=, over indexes that are sorted, sorted but for
+    values outside [0, N) (left out), hub-sized, or spread over a few of a
+    million rows; and an index of src's shape [E, 3], reduced per flat slot.
+    The first run against the reference of the sources that are kept."""
+    g = torch.Generator().manual_seed(43)
+    index, n = _one_value_index(layout, g)
+    src = values((DET_E,), torch.float32, row.reduce, g, zeros=False)
+    base = values((n,), torch.float32, row.reduce, g).to(cuda_device)
+    kept = (index >= 0) & (index < n)
+    want = Sample((src[kept].to(cuda_device), index[kept].to(cuda_device)), 0, n, base)
+    src, index = src.to(cuda_device), index.to(cuda_device)
+    with deterministic_algorithms():
+        runs = []
+        for _ in range(2):
+            out = base.clone()
+            runs.append(row.call(Sample((src, index), 0, n)) + row.call(Sample((src, index), 0, None, base), out=out))
+    for first, second in zip(*runs):
+        assert_bitwise(second, first, f"{row.name} {layout}: runs differ")
+    row.check(runs[0][:1], Sample(want.inputs, 0, n), f"{row.name} {layout}")
+    row.check(runs[0][1:], want, f"{row.name} {layout} into out=")
+
+    wide = values((DET_E, 3), torch.float32, row.reduce, g, zeros=False).to(cuda_device)
+    wide_index = torch.randint(0, DET_N, (DET_E, 3), generator=g).to(cuda_device)
+    with deterministic_algorithms():
+        flat = [row.call(Sample((wide, wide_index), 0, DET_N)) for _ in range(2)]
+    assert_bitwise(flat[1][0], flat[0][0], f"{row.name}: an index of src's shape, runs differ")
+    row.check(flat[0], Sample((wide, wide_index), 0, DET_N), f"{row.name}: an index of src's shape")

@@ -9,7 +9,8 @@
 //   deterministic mode (torch.use_deterministic_algorithms), floating types
 //       -> ordered segments: a stable sort of the index (or, for an index
 //       of src's shape, of the flat output slots) and the segment kernel, each
-//       slot combining its sources in source order.
+//       slot combining its sources in source order; one value per source
+//       without an arg sorts the values themselves (cuda/sorted_values.cuh).
 //   1-D index, inner > 1, small (takes_atomic_rows: by default at most 2^21
 //       source elements, or 128 or 256 MiB of source, by row width and
 //       type) -> atomic rows (cuda/atomic_rows.cuh).
@@ -29,6 +30,7 @@
 #include "torchplug/core/reduce/cuda/atomic_rows.cuh"
 #include "torchplug/core/reduce/cuda/segments.cuh"
 #include "torchplug/core/reduce/cuda/shared_bins.cuh"
+#include "torchplug/core/reduce/cuda/sorted_values.cuh"
 #include "torchplug/core/reduce/cuda/warp_runs.cuh"
 #include "torchplug/core/reduce/problem.h"
 #include "torchplug/core/launch.cuh"
@@ -262,7 +264,7 @@ inline ScatterProblem flattened(const ScatterProblem& p) {
   ScatterProblem flat = p;
   const int64_t numel = p.src.numel();
   flat.src = p.src.view({numel});
-  flat.index = at::empty({numel}, p.index.options());
+  flat.index = core::scratch({numel}, p.index.options());
   core::launch(flat_slots_kernel, numel, p.index.const_data_ptr<int64_t>(),
                flat.index.mutable_data_ptr<int64_t>(), p.E, p.inner, p.N, numel, p.index_1d);
   flat.index_1d = true;
@@ -280,6 +282,7 @@ inline ScatterProblem flattened(const ScatterProblem& p) {
 template <typename Policy, typename scalar_t>
 void segments(const ScatterProblem& p, bool ordered, bool flat) {
   const ScatterProblem& q = flat ? flattened(p) : p;
+  if (ordered && takes_sorted_values<Policy>(q)) return sorted_values_reduce<Policy, scalar_t>(q);
   const ArgPositions positions{p.inner, flat ? p.E : 0, p.E};
   if (q.E <= std::numeric_limits<int32_t>::max()) {
     csr_reduce<Policy, scalar_t, int32_t>(q, ordered, positions);
