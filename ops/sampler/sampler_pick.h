@@ -87,7 +87,9 @@ C10_HOST_DEVICE inline int64_t window(int64_t& lo, int64_t& hi, int64_t count, b
 
 // Writes the k picks of the window [lo, hi) to out[0, k). `keys` (k
 // doubles) is scratch for weighted picks without replacement. Returns false
-// when weighted draws with replacement find the window's weights summing to 0.
+// when weighted draws with replacement find the window's weights summing to 0,
+// having written lo k times: a batch on the GPU raises only at its end, and
+// its later kernels read the picks until then.
 C10_HOST_DEVICE inline bool pick(int64_t* out, double* keys, int64_t lo, int64_t hi, int64_t k, int64_t count,
                                  bool replace, EdgeWeights weight, Stream& s) {
   const int64_t pop = hi - lo;
@@ -99,7 +101,10 @@ C10_HOST_DEVICE inline bool pick(int64_t* out, double* keys, int64_t lo, int64_t
   if (weight.present() && replace) {  // each draw: where u * total falls in the running sum
     double total = 0;
     for (int64_t e = lo; e < hi; ++e) total += weight[e];
-    if (!(total > 0)) return false;
+    if (!(total > 0)) {
+      for (int64_t j = 0; j < k; ++j) out[j] = lo;
+      return false;
+    }
     for (int64_t j = 0; j < k; ++j) {
       const double u = s.unit() * total;
       double sum = 0;

@@ -16,13 +16,17 @@
   subgraph; errors that name the op and the argument; random_walk's Meta
   kernel, opcheck and torch.compile.
 
-- On a GPU: the same tests on CUDA; a graph in pinned host memory samples
-  as the same graph in device memory; gather_rows.
+- On a GPU: the same tests on CUDA; CUDA's sample is the CPU's for the same
+  generator seed, in every mode, where the fanouts bound the sizes (one
+  read-back a batch) and where they do not (one more a hop); the errors the
+  kernels find raise at the batch's end; a graph in pinned host memory
+  samples as the same graph in device memory; gather_rows.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from itertools import combinations, permutations
 from typing import Optional
 
@@ -959,6 +963,132 @@ HOST_GRAPH_CASES = {
     "disjoint": {"disjoint": True},
     "induced": {"directed": False},
 }
+
+
+def synchronisations(call) -> int:
+    """How many times `call` made the host wait for the GPU (torch's sync debug mode)."""
+    torch.cuda.synchronize()
+    before = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+    finally:
+        torch.cuda.set_sync_debug_mode(before)
+    return sum("synchronizing CUDA operation" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("mode", MODES)
+def test_cuda_samples_as_the_cpu(mode: str, replace: bool, cuda_device: str) -> None:
+    """The same generator seed gives the CPU's sample bit for bit (the same
+    streams and picks, docs/ops.md), and every invariant holds, on small
+    random graphs, csr and csc, int32 and int64: for fanouts the kernels size
+    by host-side bounds (read back once a batch), with -1 (read back every
+    hop), with 0, and past every degree."""
+    needs(cuda_device, "neighbor_sample")
+    g = gen(200 + MODES.index(mode))
+    for k in range(6):
+        rowptr, col, seed, options = case(mode, g, INDEX_DTYPES[k % 2])
+        for fanout in FANOUTS + [[100, 100]]:  # 100: past every degree of case()'s graphs
+            kw = dict(options, csc=bool(k % 3 == 1), replace=replace)
+            context = f"graph {k}, {fanout}, {kw}"
+            s = 100 * k + len(fanout)
+            out = sample(rowptr, col, seed, fanout, cuda_device, s, **kw)
+            check_neighbor_sample(out, rowptr, col, seed, fanout, **kw)
+            assert_same_sample(out, sample(rowptr, col, seed, fanout, "cpu", s, **kw), context)
+
+
+def check_sample_at_scale(out, rowptr: Tensor, col: Tensor, seed: Tensor, fanouts: list) -> None:
+    """check_neighbor_sample's invariants of a directed sample with
+    replacement (not disjoint, csr), vectorised for samples of millions of
+    edges: the counts add up, the seeds come first, each node once, every
+    edge is the graph's edge its id names, each hop's sources ascend within
+    its frontier, its new nodes are numbered as found, and every frontier
+    node picks `count` edges (none without edges)."""
+    row, dst, node, eid = (t.long() for t in out[:4])
+    nodes_per_hop, edges_per_hop = out[4], out[5]
+    n, e = node.numel(), eid.numel()
+    assert sum(nodes_per_hop) == n and sum(edges_per_hop) == e and row.numel() == dst.numel() == e
+    assert len(nodes_per_hop) == len(fanouts) + 1 and torch.equal(node[:seed.numel()], seed.long())
+    assert torch.unique(node).numel() == n, "a node twice"
+    assert torch.equal(col[eid], node[dst]), "an edge id leads elsewhere"
+    assert ((rowptr[node[row]] <= eid) & (eid < rowptr[node[row] + 1])).all(), "an edge outside its source's row"
+    start = [sum(nodes_per_hop[:h]) for h in range(len(fanouts) + 2)]
+    first_edge = [sum(edges_per_hop[:h]) for h in range(len(fanouts) + 1)]
+    degree = rowptr.diff()
+    for hop, count in enumerate(fanouts):
+        lo, hi, end = start[hop], start[hop + 1], start[hop + 2]
+        src, reached = row[first_edge[hop]:first_edge[hop + 1]], dst[first_edge[hop]:first_edge[hop + 1]]
+        assert (src.diff() >= 0).all() and ((lo <= src) & (src < hi)).all(), f"hop {hop}: sources"
+        picked = torch.bincount(src - lo, minlength=hi - lo)
+        assert torch.equal(picked, torch.where(degree[node[lo:hi]] > 0, count, 0)), f"hop {hop}: picks per node"
+        assert (reached < end).all(), f"hop {hop}: an edge reaches a later hop"
+        new = reached[reached >= hi] - hi
+        first = torch.full((end - hi,), new.numel(), dtype=L).scatter_reduce(0, new, torch.arange(new.numel()),
+                                                                             "amin")
+        assert (first < new.numel()).all() and (first.diff() > 0).all(), f"hop {hop}: new nodes not numbered as found"
+
+
+def test_cuda_samples_as_the_cpu_past_the_bounded_sizes(cuda_device: str) -> None:
+    """1,024 seeds over 100,000 nodes of about 20 edges, fanouts [64, 64, 2]
+    with replacement: the bounds (1,024 x 64 x 64 picks at the second hop
+    alone) pass what a batch sizes its buffers for, so each hop reads its
+    picks back (three synchronisations more than a batch of no hops); the
+    sample is the CPU's and meets the invariants."""
+    needs(cuda_device, "neighbor_sample")
+    g = gen(210)
+    n, fanouts = 100_000, [64, 64, 2]
+    rowptr, col = random_graph(n, 20 * n, g)
+    seed = torch.randperm(n, generator=g)[:1024]
+    out = sample(rowptr, col, seed, fanouts, cuda_device, 211, replace=True)
+    check_sample_at_scale(out, rowptr, col, seed, fanouts)
+    assert_same_sample(out, sample(rowptr, col, seed, fanouts, "cpu", 211, replace=True))
+    graph = to(cuda_device, rowptr, col, seed)
+    no_hops = synchronisations(lambda: torchplug.neighbor_sample(*graph, [], generator=gen(211)))
+    batch = synchronisations(lambda: torchplug.neighbor_sample(*graph, fanouts, replace=True, generator=gen(211)))
+    assert batch == no_hops + len(fanouts), f"{batch} synchronisations, {no_hops} without hops"
+
+
+@pytest.mark.parametrize("options", [{}, {"replace": True}, {"directed": False}, {"disjoint": True},
+                                     {"edge_weight": True}], ids=["plain", "replace", "undirected", "disjoint",
+                                                                   "weighted"])
+def test_cuda_reads_its_sizes_back_once_a_batch(options: dict, cuda_device: str) -> None:
+    """Fanouts that bound the sizes take the synchronisations of a batch of
+    no hops (the checks' and the one read-back), whatever the hops; a -1
+    takes one more a hop."""
+    needs(cuda_device, "neighbor_sample")
+    rowptr, col, _, weight = big_graph()
+    seed = torch.randperm(3000, generator=gen(220))[:1024]
+    options = dict(options, edge_weight=weight.to(cuda_device) if options.get("edge_weight") else None)
+    graph = to(cuda_device, rowptr, col, seed)
+
+    def syncs(fanouts: list) -> int:
+        return synchronisations(lambda: torchplug.neighbor_sample(*graph, fanouts, generator=gen(221), **options))
+
+    no_hops = syncs([])
+    assert syncs([15, 10, 5]) == no_hops and syncs([4]) == no_hops
+    assert syncs([15, -1, 5]) == no_hops + 3 and syncs([-1]) == no_hops + 1
+
+
+@pytest.mark.parametrize("fanouts", [[1, 2], [1, -1]], ids=["bounded", "read-back"])
+def test_cuda_kernel_errors_raise_at_the_end(fanouts: list, cuda_device: str) -> None:
+    """All-zero weights with replacement and an unsorted neighbourhood raise
+    the CPU's messages (without the node) once the batch is done, on both
+    paths; the batch runs to its end in bounds, and the device stays usable."""
+    needs(cuda_device, "neighbor_sample")
+    rowptr, col, node_time = to(cuda_device, *CHAIN)
+    seed = torch.tensor([0, 1], device=cuda_device)
+    weight = torch.tensor([0.0, 0.0, 1.0, 1.0, 1.0], device=cuda_device)  # node 0's neighbourhood weighs 0
+    with pytest.raises(RuntimeError, match=NS + r"argument 'edge_weight' weighs a neighbourhood 0"):
+        torchplug.neighbor_sample(rowptr, col, seed, fanouts, edge_weight=weight, replace=True)
+    with pytest.raises(RuntimeError, match=NS + r"argument 'node_time' or 'edge_time'.*sorted by time"):
+        torchplug.neighbor_sample(rowptr, col.flip(0), seed[:1], fanouts, node_time=node_time,
+                                  seed_time=torch.tensor([9], device=cuda_device), disjoint=True)
+    torch.cuda.synchronize()
+    out = torchplug.neighbor_sample(rowptr, col, seed, fanouts, edge_weight=weight.flip(0), replace=True)
+    assert out[4][0] == 2 and sum(out[5]) == out[3].numel()
 
 
 @pytest.mark.parametrize("case", HOST_GRAPH_CASES)
