@@ -108,7 +108,10 @@ struct HubBlocks {
     }
   }
 
-  // take(partial) for each partial of [start, end) at `level`, in order.
+  // take(partial) for each partial of the hub [start, end) at `level`, in
+  // order; also of a hub's run in a group (for_each_run's from, to): a run
+  // from the group's first position, a block boundary, names the partials of
+  // a hub that starts before it.
   template <typename Take>
   __device__ __forceinline__ void for_each_partial(HubLevel level, int64_t start, int64_t end, Take take) const {
     const int64_t last_unit = (end - 1) / span(level);
