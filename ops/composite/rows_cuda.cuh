@@ -11,8 +11,11 @@
 //                      flagged and left to
 //   hub_partials_kernel  one thread per (outer, block of the sorted order,
 //                      column vector) updates states over each hub's
-//                      sources in the block, and
-//   store_hubs_kernel  merges each hub's partial states in block order.
+//                      sources in the block,
+//   hub_groups_kernel  one thread per (outer, group of blocks, column
+//                      vector) merges each hub's block states in the
+//                      group, and
+//   store_hubs_kernel  merges each hub's group (or block) states in order.
 //   emit_kernel        emitting programs: one thread per (outer, source,
 //                      column vector) writes the source's values from its
 //                      row's states, coalesced.
@@ -167,8 +170,8 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
     const int64_t block = t / vectors % r.hubs.blocks;
     const int64_t o = t / vectors / r.hubs.blocks;
     const int64_t column = o * r.E * r.inner + v * V;
-    core::for_each_hub_run(r.hubs, block, positions, r.csr, index, r.N, permuted, [&](int64_t from, int64_t to,
-                                                                                      int64_t partial) {
+    core::for_each_hub_run(r.hubs, core::HubLevel::kBlock, block, positions, r.csr, index, r.N, permuted,
+                           [&](int64_t from, int64_t to, int64_t partial) {
       State s[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) s[j] = program.init();
@@ -180,6 +183,34 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
 #pragma unroll
         for (int j = 0; j < V; ++j) program.update(s[j], a[j], b[j]);
       }
+      State* slot = r.partials + r.hubs.at(o, partial, r.inner) + v * V;
+#pragma unroll
+      for (int j = 0; j < V; ++j) slot[j] = s[j];
+    });
+  }
+}
+
+template <typename Program, int V, typename offset_t>
+__global__ void hub_groups_kernel(const int64_t* __restrict__ index, Program program, Rows<Program, offset_t> r) {
+  using State = typename Program::State;
+  if (*r.csr.long_rows == 0) return;
+  const bool permuted = *r.csr.unsorted != 0;
+  const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
+  const int64_t vectors = r.inner / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, r.outer * r.hubs.groups * vectors) {
+    const int64_t v = t % vectors;
+    const int64_t group = t / vectors % r.hubs.groups;
+    const int64_t o = t / vectors / r.hubs.groups;
+    core::for_each_hub_run(r.hubs, core::HubLevel::kGroup, group, positions, r.csr, index, r.N, permuted,
+                           [&](int64_t from, int64_t to, int64_t partial) {
+      State s[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) s[j] = program.init();
+      r.hubs.for_each_partial(core::HubLevel::kBlock, from, to, [&](int64_t block_partial) {
+        const State* slot = r.partials + r.hubs.at(o, block_partial, r.inner) + v * V;
+#pragma unroll
+        for (int j = 0; j < V; ++j) program.merge(s[j], slot[j]);
+      });
       State* slot = r.partials + r.hubs.at(o, partial, r.inner) + v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) slot[j] = s[j];
@@ -201,7 +232,7 @@ __global__ void store_hubs_kernel(scalar_t* __restrict__ out, Program program, R
     const int64_t at = item.slot * r.inner + item.v * V;
     State s[V];
     start_states<Program, scalar_t, V>(program, s, out + at, r.accumulate);
-    r.hubs.for_each_partial(start, end, [&](int64_t partial) {
+    r.hubs.for_each_hub_partial(start, end, [&](int64_t partial) {
       const State* slot = r.partials + r.hubs.at(item.o, partial, r.inner) + item.v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) program.merge(s[j], slot[j]);
@@ -283,8 +314,8 @@ void run_planned(const RowsProblem& r, const Program& program) {
     constexpr int V = decltype(w)::value;
     const int64_t vectors = p.inner / V;
     const int64_t items = p.outer * p.N * vectors;
-    const core::HubBlocks hubs = core::HubBlocks::of(p.E, core::hub_block_size(items, p.outer * p.E * vectors));
-    const int64_t partial_states = p.E > hubs.size ? p.outer * hubs.partials() * p.inner : 0;
+    const core::HubBlocks hubs = core::HubBlocks::of(p.E, items, p.outer * p.E * vectors);
+    const int64_t partial_states = p.E > hubs.limit ? p.outer * hubs.partials() * p.inner : 0;
     const at::Tensor partials =
         at::empty({partial_states * static_cast<int64_t>(sizeof(State))}, p.src.options().dtype(at::kByte));
     const Rows<Program, offset_t> rows{plan.csr(plan.counter(0)),
@@ -297,10 +328,14 @@ void run_planned(const RowsProblem& r, const Program& program) {
                           program, rows);
     core::launch_one_wave(row_states_kernel<Program, scalar_t, V, offset_t, true>, rows.items, x, y, out,
                           program, rows);
-    if (p.E > hubs.size) {
-      const int64_t blocks = p.outer * hubs.blocks * vectors;
-      core::launch_one_wave(hub_partials_kernel<Program, scalar_t, V, offset_t>, blocks, x, y,
-                            p.index.const_data_ptr<int64_t>(), program, rows);
+    if (p.E > hubs.limit) {
+      const auto* index = p.index.const_data_ptr<int64_t>();
+      core::launch_one_wave(hub_partials_kernel<Program, scalar_t, V, offset_t>, p.outer * hubs.blocks * vectors, x,
+                            y, index, program, rows);
+      if (hubs.groups > 1) {
+        core::launch_one_wave(hub_groups_kernel<Program, V, offset_t>, p.outer * hubs.groups * vectors, index,
+                              program, rows);
+      }
       core::launch_one_wave(store_hubs_kernel<Program, scalar_t, V, offset_t>, rows.items, out, program, rows);
     }
     if constexpr (Program::kEmits) {

@@ -157,6 +157,17 @@ struct Partials {
   int64_t* held;
 };
 
+// hubs.for_each_run over rowptr, clamped as row_bounds clamps it.
+template <typename Run>
+__device__ __forceinline__ void for_each_rowptr_hub_run(const core::HubBlocks& hubs, core::HubLevel level,
+                                                        int64_t unit, const int64_t* rowptr, const Sizes& s,
+                                                        Run run) {
+  const core::Csr<int64_t> csr{rowptr, nullptr, nullptr, nullptr};
+  const auto row_at = [&](int64_t k) { return csr.row_at(nullptr, k, false, s.M); };
+  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) { row_bounds(rowptr, row, s.nnz, start, end); };
+  hubs.for_each_run(level, unit, s.nnz, row_at, bounds, run);
+}
+
 template <typename Policy, typename scalar_t, int V, bool kWeighted>
 __global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
                                          const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
@@ -165,18 +176,49 @@ __global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ rowptr, con
   using acc_t = at::opmath_type<scalar_t>;
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
-  const core::Csr<int64_t> csr{rowptr, nullptr, nullptr, nullptr};
-  const auto row_at = [&](int64_t k) { return csr.row_at(nullptr, k, false, s.M); };
-  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) { row_bounds(rowptr, row, s.nnz, start, end); };
   TORCHPLUG_GRID_STRIDE_LOOP(t, hubs.blocks * vectors) {
     const int64_t block = t / vectors;
     const int64_t offset = (t - block * vectors) * V;
-    hubs.for_each_run(block, s.nnz, row_at, bounds, [&](int64_t from, int64_t to, int64_t partial) {
+    for_each_rowptr_hub_run(hubs, core::HubLevel::kBlock, block, rowptr, s,
+                            [&](int64_t from, int64_t to, int64_t partial) {
       acc_t acc[V];
       int64_t held[V];
       start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
       add_edge_range<Policy, false, kWeighted>(acc, held, col, head_weights(value, offset, s), x, from, to, s,
                                                offset);
+      const int64_t slot = hubs.at(0, partial, s.F) + offset;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        partials.value[slot + j] = acc[j];
+        if constexpr (Policy::kHasArg) partials.held[slot + j] = held[j];
+      }
+    });
+  }
+}
+
+template <typename Policy, typename scalar_t, int V>
+__global__ void spmm_hub_groups_kernel(const int64_t* __restrict__ rowptr,
+                                       Partials<at::opmath_type<scalar_t>> partials, Sizes s, core::HubBlocks hubs,
+                                       const int32_t* __restrict__ long_rows) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*long_rows == 0) return;
+  const int64_t vectors = s.F / V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, hubs.groups * vectors) {
+    const int64_t group = t / vectors;
+    const int64_t offset = (t - group * vectors) * V;
+    for_each_rowptr_hub_run(hubs, core::HubLevel::kGroup, group, rowptr, s,
+                            [&](int64_t from, int64_t to, int64_t partial) {
+      acc_t acc[V];
+      int64_t held[V];
+      start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
+      hubs.for_each_partial(core::HubLevel::kBlock, from, to, [&](int64_t block_partial) {
+        const int64_t slot = hubs.at(0, block_partial, s.F) + offset;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const int64_t position = Policy::kHasArg ? partials.held[slot + j] : 0;
+          core::combine_at<Policy, false>(acc[j], held[j], partials.value[slot + j], position);
+        }
+      });
       const int64_t slot = hubs.at(0, partial, s.F) + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -204,7 +246,7 @@ __global__ void spmm_store_hubs_kernel(const int64_t* __restrict__ rowptr,
     acc_t acc[V];
     int64_t held[V];
     start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
-    hubs.for_each_partial(start, end, [&](int64_t partial) {
+    hubs.for_each_hub_partial(start, end, [&](int64_t partial) {
       const int64_t slot = hubs.at(0, partial, s.F) + offset;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -227,14 +269,15 @@ void launch_spmm(const SpmmProblem& p) {
   core::with_vector_width<scalar_t>(p.C, {x, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t items = p.M * (p.F / V);
-    const core::HubBlocks hubs = core::HubBlocks::of(p.nnz, core::hub_block_size(items, p.nnz * (p.F / V)));
+    const core::HubBlocks hubs = core::HubBlocks::of(p.nnz, items, p.nnz * (p.F / V));
     const auto* rowptr = p.rowptr.const_data_ptr<int64_t>();
     core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, rowptr, p.col.const_data_ptr<int64_t>(),
                  value, x, out, arg, s, hubs, flag.mutable_data_ptr<int32_t>());
-    if (p.nnz <= hubs.size) return;
+    if (p.nnz <= hubs.limit) return;
     using acc_t = at::opmath_type<scalar_t>;
     // Filled, so that a malformed rowptr (outside checked mode) whose hub
-    // misses a block's partial reads the identity, not stale memory.
+    // misses a block's or a group's partial reads the identity, not stale
+    // memory.
     const at::Tensor values = at::full({hubs.partials() * p.F}, Policy::template identity<acc_t>(),
                                        p.x.options().dtype(at::toOpMathType(p.x.scalar_type())));
     const at::Tensor helds = at::full({Policy::kHasArg ? hubs.partials() * p.F : 0},
@@ -243,6 +286,10 @@ void launch_spmm(const SpmmProblem& p) {
     core::launch_one_wave(spmm_hub_partials_kernel<Policy, scalar_t, V, kWeighted>, hubs.blocks * (p.F / V), rowptr,
                           p.col.const_data_ptr<int64_t>(), value, x, partials, s, hubs,
                           flag.const_data_ptr<int32_t>());
+    if (hubs.groups > 1) {
+      core::launch_one_wave(spmm_hub_groups_kernel<Policy, scalar_t, V>, hubs.groups * (p.F / V), rowptr, partials,
+                            s, hubs, flag.const_data_ptr<int32_t>());
+    }
     core::launch_one_wave(spmm_store_hubs_kernel<Policy, scalar_t, V>, items, rowptr, partials, out, arg, s, hubs,
                           flag.const_data_ptr<int32_t>());
   });

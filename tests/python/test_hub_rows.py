@@ -3,15 +3,26 @@ rows: scatter, segment_csr, scatter_softmax and spmm, with rows on both
 sides of each hub limit and empty rows between hubs, against float64
 references in plain PyTorch, on every device.
 
-On CUDA a row longer than a block of the sorted order is a hub. The block is
-32 positions while the row items (rows x column vectors) are fewer than
-2^20, and 1024 from there on: rows of 33 float32 values are 33 vectors of
-one, so 40 rows take the first limit and 2^18 rows the second. The first
-hub starts at position 0 and ends on a block boundary; a hub of 70,000
-sources puts scatter past its atomic-rows limit (2^21 elements), so that
-it takes the hubs in the default mode too. In the third layout a hub of
-70,000 starts on a block boundary (position 160) and runs to the last
-position."""
+On CUDA a row with more sources than the limit is a hub. The sorted order is
+cut into blocks, the smallest power of two from 32 to 1024 positions that
+keeps the block items (outer x sources x column vectors / block) at most
+2^20, and 32 blocks form a group. The limit is the block while the row items
+(outer x rows x column vectors) are fewer than 2^20, and 1024 from there on.
+Rows of 33 float32 values are 33 vectors of one, and no layout below has
+more than 2^25 source items, even along dim 1 of a [2, E, 33] src: blocks of
+32 and groups of 1024 positions everywhere. 40 or 7 rows give a limit of 32
+("limit-32", "hub-last"), 2^18 rows one of 1024 ("limit-1024", where rows of
+1024 and 1023 sources are longer than a block but no hubs).
+
+"limit-32" puts four hubs inside group 0, then a hub of 70,000 starting
+inside it and one of 1000 starting inside group 68, where the other ends,
+and ending inside group 69; its 71,454 sources of 33 values put scatter past
+its atomic-rows limit (2^21 elements), so that it takes the hubs in the
+default mode too. In "limit-1024" a hub of 2048 starts at position 0 and ends on a
+group boundary, one of 1025 starts on one (3072) and ends inside the next
+group, where one of 2049 starts, and one of 1050 starts inside group 9 and
+ends inside group 10. In "hub-last" a hub of 70,000 starts on a block
+boundary inside group 0 (position 160) and runs to the last position."""
 
 from __future__ import annotations
 
@@ -26,8 +37,8 @@ from op_table import deterministic_algorithms
 F = 33
 #: (rows, the lengths of the first rows; every other row has one source)
 LAYOUTS = {
-    "block-32": (40, [64, 32, 33, 0, 65, 0, 0, 31, 200, 70_000, 1]),
-    "block-1024": (2**18, [2048, 1024, 1025, 0, 2049, 0, 0, 1023, 3000]),
+    "limit-32": (40, [64, 32, 33, 0, 65, 0, 0, 31, 200, 70_000, 1000, 1]),
+    "limit-1024": (2**18, [2048, 1024, 1025, 0, 2049, 0, 0, 1023, 3000, 1050, 1500]),
     "hub-last": (7, [64, 0, 32, 33, 31, 0, 70_000]),
 }
 
@@ -92,6 +103,27 @@ def test_scatter_hubs(layout: str, order: str, reduce: str, mode: str, device: s
             assert torch.equal(arg, _smallest_positions(src, index, values))
 
 
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+@pytest.mark.parametrize("reduce", ["sum", "max"])
+@pytest.mark.parametrize("mode", ["default", "deterministic"])
+def test_scatter_hubs_along_inner_dim(layout: str, order: str, reduce: str, mode: str, device: str) -> None:
+    """Two outer indices: each has its own partials."""
+    g = torch.Generator().manual_seed(4)
+    n = LAYOUTS[layout][0]
+    index = _index(layout, order, g)
+    src = _values((2, index.numel(), F), g, device)
+    index = index.to(device)
+    with deterministic_algorithms() if mode == "deterministic" else contextlib.nullcontext():
+        got = torchplug.scatter(src, index, 1, dim_size=n, reduce=reduce)
+        want = torch.stack([_reduced(part, index, n, reduce) for part in src])
+        torch.testing.assert_close(got, want.float())
+        if reduce == "max":
+            values, arg = torchplug.scatter_max(src, index, 1, dim_size=n)
+            want_arg = [_smallest_positions(part, index, top) for part, top in zip(src, values)]
+            assert torch.equal(arg, torch.stack(want_arg))
+
+
 @pytest.mark.parametrize("reduce", ["sum", "max"])
 @pytest.mark.parametrize("mode", ["default", "deterministic"])
 def test_scatter_hubs_leave_out_index_values_outside(reduce: str, mode: str, cuda_device: str) -> None:
@@ -99,8 +131,8 @@ def test_scatter_hubs_leave_out_index_values_outside(reduce: str, mode: str, cud
     index with hubs (fewer sorted positions than sources), the rest reduces
     as without them."""
     g = torch.Generator().manual_seed(7)
-    n = LAYOUTS["block-32"][0]
-    index = _index("block-32", "shuffled", g)
+    n = LAYOUTS["limit-32"][0]
+    index = _index("limit-32", "shuffled", g)
     src = _values((index.numel(), F), g, cuda_device)
     stray = torch.arange(0, index.numel(), 89)
     index[stray] = torch.where(stray % 2 == 0, -1, n)
@@ -139,6 +171,20 @@ def test_scatter_softmax_hubs(layout: str, order: str, device: str) -> None:
     exp = (wide - top).exp()
     want = exp / _reduced(exp, index, n, "sum")[index]
     torch.testing.assert_close(torchplug.scatter_softmax(src, index, 0, dim_size=n), want.float())
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_scatter_softmax_hubs_along_inner_dim(layout: str, device: str) -> None:
+    g = torch.Generator().manual_seed(5)
+    n = LAYOUTS[layout][0]
+    index = _index(layout, "shuffled", g)
+    src = _values((2, index.numel(), F), g, device)
+    index = index.to(device)
+    want = []
+    for part in src:
+        exp = (part.double() - _reduced(part, index, n, "max")[index]).exp()
+        want.append(exp / _reduced(exp, index, n, "sum")[index])
+    torch.testing.assert_close(torchplug.scatter_softmax(src, index, 1, dim_size=n), torch.stack(want).float())
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))

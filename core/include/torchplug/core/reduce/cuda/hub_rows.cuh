@@ -1,20 +1,31 @@
 #pragma once
 
 // Hub rows: how every reduction on CUDA (scatter, segment, the composites,
-// spmm) splits a row too long for one thread and combines it again. The
-// sorted order of the sources is cut into blocks of `size` positions, and a
-// row with more sources than a block holds is a hub. One thread per (outer
-// index, block, column vector) combines, in order, each hub's sources inside
-// its block into a partial (HubBlocks::for_each_run). A block meets at most
-// two hubs, each being longer than a block: one covering its first position,
-// partial 2b, and one starting inside it, partial 2b + 1. A last pass
-// combines each hub's partials in block order (HubBlocks::for_each_partial).
-// No atomics: with the sources of each row in a fixed order (a sorted index,
-// a caller's indptr, deterministic mode's stable permutation) a hub gives the
-// same bits every run, and a hub of 10^6 sources spreads over a thousand
-// threads.
-// Extra memory: 2 ceil(positions / size) partial states per column vector
-// and outer index.
+// spmm) splits a row too long for one thread and combines it again. A row
+// with more than `limit` sources is a hub. The sorted order of the sources
+// is cut into blocks of `size` <= limit positions, and 32 consecutive blocks
+// (kHubGroup) form a group. Three passes, no atomics:
+//   - one thread per (outer index, block, column vector) combines, in
+//     order, each hub's sources inside its block into a block partial
+//     (HubBlocks::for_each_run, HubLevel::kBlock). A block meets at most two
+//     hubs, each being longer than a block: one covering its first position,
+//     partial 2b, and one starting inside it, partial 2b + 1;
+//   - one thread per (outer index, group, column vector) merges, in block
+//     order, the block partials of each hub crossing a group boundary into a
+//     group partial (HubLevel::kGroup). At most two such hubs meet a group:
+//     one covering its first position, partial 2g after the block partials,
+//     and one starting inside it, 2g + 1. The hubs inside one group (a group
+//     can hold many) are left to
+//   - one thread per (hub, column vector), which merges the hub's group
+//     partials in group order, or, for a hub inside one group, its (at most
+//     32) block partials (HubBlocks::for_each_hub_partial).
+// Small blocks keep the walks of a power-law index short, and the groups
+// keep the merge of a hub of L sources at L / (32 size) + 2 partials. With
+// the sources of each row in a fixed order (a sorted index, a caller's
+// indptr, deterministic mode's stable permutation) the combine order is
+// fixed too: a hub gives the same bits every run.
+// Extra memory: 2 (blocks + groups) partial states per column vector and
+// outer index.
 
 #include <ATen/ceil_div.h>
 
@@ -24,45 +35,67 @@ namespace torchplug::core {
 
 // No row longer than this stays on one thread.
 constexpr int64_t kMaxSegment = 1024;
-// With fewer row items (rows x column vectors) than kHubItems, a few waves
-// of a GPU, the block shrinks until the blocks give about as many items:
-// few long segments (global pooling) would otherwise leave one thread
-// walking each. With more rows it stays kMaxSegment: a hub's partials are
-// combined by one thread, and smaller blocks cost a power-law index more
-// (docs/benchmarks.md).
+// A few waves of a GPU. The block is the smallest power of two in
+// [kMinHubBlock, kMaxSegment] that keeps the block items (outer x blocks x
+// column vectors) to kHubItems: a thread walking a block of 1024 permuted
+// positions waits out 128 memory latencies or more (docs/benchmarks.md). With
+// fewer row items (rows x column vectors) than kHubItems the limit is the
+// block: few long segments (global pooling) would otherwise leave one thread
+// walking each.
 constexpr int64_t kHubItems = int64_t{1} << 20;
 constexpr int64_t kMinHubBlock = 32;
+// Blocks per group.
+constexpr int64_t kHubGroup = 32;
 
-// The block for `rows` row items and `work` source items (sources x column
-// vectors): a power of two in [kMinHubBlock, kMaxSegment].
-inline int64_t hub_block_size(int64_t rows, int64_t work) {
-  if (rows >= kHubItems) return kMaxSegment;
-  int64_t block = kMinHubBlock;
-  while (block < kMaxSegment && block * kHubItems < work) block *= 2;
-  return block;
-}
+// Which partials a pass writes: per block of the sorted order, or per group
+// of kHubGroup blocks.
+enum class HubLevel { kBlock, kGroup };
 
 struct HubBlocks {
-  int64_t size;    // positions per block; a longer row is a hub
+  int64_t limit;   // a row with more sources is a hub
+  int64_t size;    // positions per block, <= limit
   int64_t blocks;  // ceil(positions / size)
+  int64_t groups;  // ceil(blocks / kHubGroup)
 
-  static HubBlocks of(int64_t positions, int64_t size) { return {size, at::ceil_div<int64_t>(positions, size)}; }
+  // For `positions` sources, `rows` row items and `work` source items: size
+  // the smallest power of two in [kMinHubBlock, kMaxSegment] with size *
+  // kHubItems >= work, limit kMaxSegment with at least kHubItems row items,
+  // else size.
+  static HubBlocks of(int64_t positions, int64_t rows, int64_t work) {
+    int64_t size = kMinHubBlock;
+    while (size < kMaxSegment && size * kHubItems < work) size *= 2;
+    const int64_t blocks = at::ceil_div<int64_t>(positions, size);
+    return {rows >= kHubItems ? kMaxSegment : size, size, blocks, at::ceil_div<int64_t>(blocks, kHubGroup)};
+  }
 
-  // Partials per outer index.
-  __host__ __device__ int64_t partials() const { return 2 * blocks; }
+  // Partials per outer index: [2 blocks block partials | 2 groups group partials].
+  __host__ __device__ int64_t partials() const { return 2 * (blocks + groups); }
 
   // Where partial `partial` of outer index o starts in [outer][partials()][inner].
   __device__ int64_t at(int64_t o, int64_t partial, int64_t inner) const { return (o * partials() + partial) * inner; }
 
-  __host__ __device__ bool is_hub(int64_t start, int64_t end) const { return end - start > size; }
+  __host__ __device__ bool is_hub(int64_t start, int64_t end) const { return end - start > limit; }
 
-  // For each hub among positions [block * size, min(.., positions)):
+  // Whether the group pass merges hub [start, end): it crosses a group boundary.
+  __device__ bool crosses_groups(int64_t start, int64_t end) const {
+    return start / span(HubLevel::kGroup) != (end - 1) / span(HubLevel::kGroup);
+  }
+
+  __device__ int64_t span(HubLevel level) const { return level == HubLevel::kBlock ? size : kHubGroup * size; }
+
+  // The partial of unit `unit` (a block or a group) for the hub starting at `start`.
+  __device__ int64_t partial(HubLevel level, int64_t unit, int64_t start) const {
+    return (level == HubLevel::kBlock ? 0 : 2 * blocks) + 2 * unit + (start > unit * span(level) ? 1 : 0);
+  }
+
+  // For each hub among positions [unit * span, min(.., positions)) of a
+  // block (every hub) or a group (the hubs crossing a group boundary):
   // run(from, to, partial), its sources there and its partial's index.
   // row_at(k) is the row of position k, bounds(row, start, end) its range.
   template <typename RowAt, typename Bounds, typename Run>
-  __device__ __forceinline__ void for_each_run(int64_t block, int64_t positions, RowAt row_at, Bounds bounds,
-                                               Run run) const {
-    const int64_t first = block * size, last = first + size < positions ? first + size : positions;
+  __device__ __forceinline__ void for_each_run(HubLevel level, int64_t unit, int64_t positions, RowAt row_at,
+                                               Bounds bounds, Run run) const {
+    const int64_t first = unit * span(level), last = first + span(level) < positions ? first + span(level) : positions;
     if (first >= last) return;
     for (int at_last = 0; at_last < 2; ++at_last) {
       int64_t start, end;
@@ -70,17 +103,27 @@ struct HubBlocks {
       const bool starts_inside = start > first;
       // The row at the last position is done already when it covers the first.
       if (!is_hub(start, end) || (at_last && !starts_inside)) continue;
-      run(starts_inside ? start : first, end < last ? end : last, 2 * block + (starts_inside ? 1 : 0));
+      if (level == HubLevel::kGroup && !crosses_groups(start, end)) continue;
+      run(starts_inside ? start : first, end < last ? end : last, partial(level, unit, start));
     }
   }
 
-  // take(partial) for each partial of the hub [start, end), in block order.
+  // take(partial) for each partial of the hub [start, end) at `level`, in
+  // order; also of a hub's run in a group (for_each_run's from, to): a run
+  // from the group's first position, a block boundary, names the partials of
+  // a hub that starts before it.
   template <typename Take>
-  __device__ __forceinline__ void for_each_partial(int64_t start, int64_t end, Take take) const {
-    const int64_t last_block = (end - 1) / size;
-    // A hub has up to thousands of partials: unrolled, their loads go out together.
+  __device__ __forceinline__ void for_each_partial(HubLevel level, int64_t start, int64_t end, Take take) const {
+    const int64_t last_unit = (end - 1) / span(level);
+    // Unrolled, the loads of a hub's partials go out together.
 #pragma unroll 8
-    for (int64_t block = start / size; block <= last_block; ++block) take(2 * block + (start > block * size ? 1 : 0));
+    for (int64_t unit = start / span(level); unit <= last_unit; ++unit) take(partial(level, unit, start));
+  }
+
+  // The last pass: take(partial) for each partial of the hub [start, end).
+  template <typename Take>
+  __device__ __forceinline__ void for_each_hub_partial(int64_t start, int64_t end, Take take) const {
+    for_each_partial(crosses_groups(start, end) ? HubLevel::kGroup : HubLevel::kBlock, start, end, take);
   }
 };
 

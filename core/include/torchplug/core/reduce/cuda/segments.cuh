@@ -300,16 +300,16 @@ __device__ __forceinline__ int64_t sorted_positions(const Csr<offset_t>& csr, in
 // hubs.for_each_run over a plan's CSR (`positions`: sorted_positions):
 // each position's row read off `index` (or rowptr, for a caller's CSR).
 template <typename offset_t, typename Run>
-__device__ __forceinline__ void for_each_hub_run(const HubBlocks& hubs, int64_t block, int64_t positions,
-                                                 const Csr<offset_t>& csr, const int64_t* index, int64_t N,
-                                                 bool permuted, Run run) {
+__device__ __forceinline__ void for_each_hub_run(const HubBlocks& hubs, HubLevel level, int64_t unit,
+                                                 int64_t positions, const Csr<offset_t>& csr, const int64_t* index,
+                                                 int64_t N, bool permuted, Run run) {
   const auto row_at = [&](int64_t k) { return csr.row_at(index, k, permuted, N); };
   const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) {
     offset_t from, to;
     csr.bounds(row, permuted, from, to);
     start = from, end = to;
   };
-  hubs.for_each_run(block, positions, row_at, bounds, run);
+  hubs.for_each_run(level, unit, positions, row_at, bounds, run);
 }
 
 template <typename Policy, typename scalar_t, int V, typename offset_t>
@@ -326,8 +326,8 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int6
     const int64_t block = t / vectors % partials.hubs.blocks;
     const int64_t o = t / vectors / partials.hubs.blocks;
     const scalar_t* column = src + o * E * inner + v * V;
-    for_each_hub_run(partials.hubs, block, positions, csr, index, N, permuted, [&](int64_t from, int64_t to,
-                                                                                  int64_t partial) {
+    for_each_hub_run(partials.hubs, HubLevel::kBlock, block, positions, csr, index, N, permuted,
+                     [&](int64_t from, int64_t to, int64_t partial) {
       acc_t sum[V];
       offset_t arg[V];  // see start_row: from, in order
 #pragma unroll
@@ -351,8 +351,52 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int6
   }
 }
 
-// Writes each hub's result from its partials in block order (combined after
-// out's values when accumulating), with its arg for min and max.
+// Merges, in block order, the block partials of each hub crossing a group
+// boundary into its partial of each group.
+template <typename Policy, typename scalar_t, int V, typename offset_t>
+__global__ void hub_groups_kernel(const int64_t* __restrict__ index, Csr<offset_t> csr,
+                                  HubPartials<at::opmath_type<scalar_t>, offset_t> partials, int64_t inner, int64_t N,
+                                  int64_t items) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (*csr.long_rows == 0) return;
+  const bool permuted = *csr.unsorted != 0;
+  const int64_t positions = sorted_positions(csr, N, permuted);
+  const int64_t vectors = inner / V;
+  const HubBlocks& hubs = partials.hubs;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
+    const int64_t v = t % vectors;
+    const int64_t group = t / vectors % hubs.groups;
+    const int64_t o = t / vectors / hubs.groups;
+    for_each_hub_run(hubs, HubLevel::kGroup, group, positions, csr, index, N, permuted,
+                     [&](int64_t from, int64_t to, int64_t partial) {
+      acc_t sum[V];
+      offset_t arg[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        sum[j] = Policy::template identity<acc_t>();
+        arg[j] = std::numeric_limits<offset_t>::max();
+      }
+      hubs.for_each_partial(HubLevel::kBlock, from, to, [&](int64_t block_partial) {
+        const int64_t slot = hubs.at(o, block_partial, inner) + v * V;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const offset_t position = Policy::kHasArg ? partials.arg[slot + j] : offset_t{0};
+          combine_at<Policy, false>(sum[j], arg[j], partials.value[slot + j], position);
+        }
+      });
+      const int64_t slot = hubs.at(o, partial, inner) + v * V;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        partials.value[slot + j] = sum[j];
+        if constexpr (Policy::kHasArg) partials.arg[slot + j] = arg[j];
+      }
+    });
+  }
+}
+
+// Writes each hub's result from its group (or block) partials in order
+// (combined after out's values when accumulating), with its arg for min and
+// max.
 template <typename Policy, typename scalar_t, int V, typename offset_t>
 __global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_t> partials,
                                   scalar_t* __restrict__ out, Segments<scalar_t, offset_t> s) {
@@ -369,7 +413,7 @@ __global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_
     acc_t sum[V];
     offset_t arg[V];
     start_row<Policy, false>(sum, arg, target, s.accumulate, start);
-    s.hubs.for_each_partial(start, end, [&](int64_t partial) {
+    s.hubs.for_each_hub_partial(start, end, [&](int64_t partial) {
       const int64_t slot = partials.hubs.at(item.o, partial, s.inner) + item.v * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -388,7 +432,7 @@ struct ArgPositions {
 };
 
 // The segments and hubs over a plan, all queued at once (hubs only when E
-// exceeds a hub block). `index`: the index the plan was built from, or null
+// exceeds the hub limit). `index`: the index the plan was built from, or null
 // for a caller's CSR (never permuted). For narrow rows (has_narrow_rows) of
 // a reduction with nothing to finish (sum, mul) an unsorted index takes the
 // atomic rows instead of the permutation (`atomics_if_unsorted`; several
@@ -409,7 +453,7 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
     constexpr int V = decltype(w)::value;
     const int64_t vectors = p.inner / V;
     const int64_t rows = p.outer * p.N * vectors;
-    const HubBlocks hubs = HubBlocks::of(p.E, hub_block_size(rows, p.outer * p.E * vectors));
+    const HubBlocks hubs = HubBlocks::of(p.E, rows, p.outer * p.E * vectors);
     const Segments<scalar_t, offset_t> sorted{csr,
                                               p.E,
                                               p.inner,
@@ -446,7 +490,7 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
       }();
       core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
     }
-    if (p.E <= hubs.size) return;
+    if (p.E <= hubs.limit) return;
     const int64_t partial_values = p.outer * hubs.partials() * p.inner;
     const at::Tensor values = scratch({partial_values}, p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
     const at::Tensor args = scratch({Policy::kHasArg ? partial_values : 0}, plan.stats.options());
@@ -455,6 +499,11 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
     const int64_t items = p.outer * hubs.blocks * vectors;
     core::launch_one_wave(hub_partials_kernel<Policy, scalar_t, V, offset_t>, items, src, index, csr, partials, p.E,
                           p.inner, p.N, items);
+    if (hubs.groups > 1) {
+      const int64_t groups = p.outer * hubs.groups * vectors;
+      core::launch_one_wave(hub_groups_kernel<Policy, scalar_t, V, offset_t>, groups, index, csr, partials, p.inner,
+                            p.N, groups);
+    }
     core::launch_one_wave(store_hubs_kernel<Policy, scalar_t, V, offset_t>, rows, partials, out, sorted);
   });
 }
