@@ -41,7 +41,9 @@ constexpr int64_t kMaxSegment = 1024;
 // positions waits out 128 memory latencies or more (docs/benchmarks.md). With
 // fewer row items (rows x column vectors) than kHubItems the limit is the
 // block: few long segments (global pooling) would otherwise leave one thread
-// walking each.
+// walking each; with a wave of them (kHubItems / 4) or more, the limit
+// grows to twice the mean row, so that a batch of small graphs keeps its
+// rows on one thread each, none of them a hub.
 constexpr int64_t kHubItems = int64_t{1} << 20;
 constexpr int64_t kMinHubBlock = 32;
 // Blocks per group.
@@ -59,13 +61,18 @@ struct HubBlocks {
 
   // For `positions` sources, `rows` row items and `work` source items: size
   // the smallest power of two in [kMinHubBlock, kMaxSegment] with size *
-  // kHubItems >= work, limit kMaxSegment with at least kHubItems row items,
-  // else size.
+  // kHubItems >= work; limit kMaxSegment with at least kHubItems row items,
+  // else size, doubled up to kMaxSegment while under twice the mean row with
+  // at least kHubItems / 4 row items.
   static HubBlocks of(int64_t positions, int64_t rows, int64_t work) {
     int64_t size = kMinHubBlock;
     while (size < kMaxSegment && size * kHubItems < work) size *= 2;
+    int64_t limit = rows >= kHubItems ? kMaxSegment : size;
+    if (4 * rows >= kHubItems) {
+      while (limit < kMaxSegment && limit * rows < 2 * work) limit *= 2;
+    }
     const int64_t blocks = at::ceil_div<int64_t>(positions, size);
-    return {rows >= kHubItems ? kMaxSegment : size, size, blocks, at::ceil_div<int64_t>(blocks, kHubGroup)};
+    return {limit, size, blocks, at::ceil_div<int64_t>(blocks, kHubGroup)};
   }
 
   // Partials per outer index: [2 blocks block partials | 2 groups group partials].
