@@ -965,9 +965,13 @@ HOST_GRAPH_CASES = {
 }
 
 
-def synchronisations(call) -> int:
-    """How many times `call` made the host wait for the GPU (torch's sync debug mode)."""
+def synchronisations(call, capfd: pytest.CaptureFixture) -> int:
+    """How many times `call` made the host wait for the GPU (torch's sync
+    debug mode): its warnings reach Python's warnings, or, where the op was
+    called without Python's warning handler, stderr."""
+    message = "called a synchronizing CUDA operation"
     torch.cuda.synchronize()
+    capfd.readouterr()
     before = torch.cuda.get_sync_debug_mode()
     torch.cuda.set_sync_debug_mode("warn")
     try:
@@ -976,7 +980,7 @@ def synchronisations(call) -> int:
             call()
     finally:
         torch.cuda.set_sync_debug_mode(before)
-    return sum("synchronizing CUDA operation" in str(w.message) for w in caught)
+    return sum(message in str(w.message) for w in caught) + capfd.readouterr().err.count(message)
 
 
 @pytest.mark.parametrize("replace", [False, True])
@@ -1031,7 +1035,7 @@ def check_sample_at_scale(out, rowptr: Tensor, col: Tensor, seed: Tensor, fanout
         assert (first < new.numel()).all() and (first.diff() > 0).all(), f"hop {hop}: new nodes not numbered as found"
 
 
-def test_cuda_samples_as_the_cpu_past_the_bounded_sizes(cuda_device: str) -> None:
+def test_cuda_samples_as_the_cpu_past_the_bounded_sizes(cuda_device: str, capfd: pytest.CaptureFixture) -> None:
     """1,024 seeds over 100,000 nodes of about 20 edges, fanouts [64, 64, 2]
     with replacement: the bounds (1,024 x 64 x 64 picks at the second hop
     alone) pass what a batch sizes its buffers for, so each hop reads its
@@ -1046,15 +1050,17 @@ def test_cuda_samples_as_the_cpu_past_the_bounded_sizes(cuda_device: str) -> Non
     check_sample_at_scale(out, rowptr, col, seed, fanouts)
     assert_same_sample(out, sample(rowptr, col, seed, fanouts, "cpu", 211, replace=True))
     graph = to(cuda_device, rowptr, col, seed)
-    no_hops = synchronisations(lambda: torchplug.neighbor_sample(*graph, [], generator=gen(211)))
-    batch = synchronisations(lambda: torchplug.neighbor_sample(*graph, fanouts, replace=True, generator=gen(211)))
+    no_hops = synchronisations(lambda: torchplug.neighbor_sample(*graph, [], generator=gen(211)), capfd)
+    batch = synchronisations(lambda: torchplug.neighbor_sample(*graph, fanouts, replace=True, generator=gen(211)),
+                             capfd)
     assert batch == no_hops + len(fanouts), f"{batch} synchronisations, {no_hops} without hops"
 
 
 @pytest.mark.parametrize("options", [{}, {"replace": True}, {"directed": False}, {"disjoint": True},
                                      {"edge_weight": True}], ids=["plain", "replace", "undirected", "disjoint",
                                                                    "weighted"])
-def test_cuda_reads_its_sizes_back_once_a_batch(options: dict, cuda_device: str) -> None:
+def test_cuda_reads_its_sizes_back_once_a_batch(options: dict, cuda_device: str,
+                                                capfd: pytest.CaptureFixture) -> None:
     """Fanouts that bound the sizes take the synchronisations of a batch of
     no hops (the checks' and the one read-back), whatever the hops; a -1
     takes one more a hop."""
@@ -1065,7 +1071,8 @@ def test_cuda_reads_its_sizes_back_once_a_batch(options: dict, cuda_device: str)
     graph = to(cuda_device, rowptr, col, seed)
 
     def syncs(fanouts: list) -> int:
-        return synchronisations(lambda: torchplug.neighbor_sample(*graph, fanouts, generator=gen(221), **options))
+        return synchronisations(lambda: torchplug.neighbor_sample(*graph, fanouts, generator=gen(221), **options),
+                                capfd)
 
     no_hops = syncs([])
     assert syncs([15, 10, 5]) == no_hops and syncs([4]) == no_hops
