@@ -28,8 +28,8 @@ parameters).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -151,14 +151,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         visited.append(mine.tolist())
         start, losses = time.perf_counter(), []
         trained.train()
-        join = nn.parallel.DistributedDataParallel.join(trained) if args.ddp else contextlib.nullcontext()
-        with join:  # ranks may have one batch more or less
-            for seeds in mine.split(args.batch_size):
-                loss = F.cross_entropy(forward(seeds), torchplug.gather_rows(y, seeds).view(-1))
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.item())
+        # As many steps on every rank (the largest share's), so that DDP needs
+        # no join: the join's all-reduces hold Python tensors that gloo's worker
+        # threads may still be freeing when the interpreter exits (an abort).
+        steps = math.ceil(math.ceil(train.numel() / world) / args.batch_size)
+        for seeds in mine.tensor_split(steps):
+            loss = F.cross_entropy(forward(seeds), torchplug.gather_rows(y, seeds).view(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
         elapsed = time.perf_counter() - start
         model.eval()
         with torch.no_grad():  # on mini-batches too: the whole graph may not fit the device
@@ -176,10 +178,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                        "parameters": [p.detach().cpu().flatten().tolist() for p in model.parameters()]}, file)
     print(f"final: rank={rank} acc={acc:.4f}")
     if args.ddp:
-        # Every rank done with gloo before any tears its connections down: a
-        # rank that destroyed the group while its peer still held it aborted
-        # the peer ("terminate called without an active exception").
-        dist.barrier()
+        dist.barrier()  # every rank done with its collectives before any tears the group down
         dist.destroy_process_group()
     return 0
 
