@@ -154,7 +154,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         # As many steps on every rank (the largest share's), so that DDP needs
         # no join: the join's all-reduces hold Python tensors that gloo's worker
         # threads may still be freeing when the interpreter exits (an abort).
-        steps = math.ceil(math.ceil(train.numel() / world) / args.batch_size)
+        steps = math.ceil(train.numel() / (world * args.batch_size))
         for seeds in mine.tensor_split(steps):
             loss = F.cross_entropy(forward(seeds), torchplug.gather_rows(y, seeds).view(-1))
             optimizer.zero_grad()
