@@ -3,26 +3,37 @@ rows: scatter, segment_csr, scatter_softmax and spmm, with rows on both
 sides of each hub limit and empty rows between hubs, against float64
 references in plain PyTorch, on every device.
 
-On CUDA a row with more sources than the limit is a hub. The sorted order is
-cut into blocks, the smallest power of two from 32 to 1024 positions that
-keeps the block items (outer x sources x column vectors / block) at most
-2^20, and 32 blocks form a group. The limit is the block while the row items
-(outer x rows x column vectors) are fewer than 2^20, and 1024 from there on.
-Rows of 33 float32 values are 33 vectors of one, and no layout below has
-more than 2^25 source items, even along dim 1 of a [2, E, 33] src: blocks of
-32 and groups of 1024 positions everywhere. 40 or 7 rows give a limit of 32
-("limit-32", "hub-last"), 2^18 rows one of 1024 ("limit-1024", where rows of
-1024 and 1023 sources are longer than a block but no hubs).
+On CUDA a row with more sources than the limit is a hub. A wave is the
+threads the device holds at once (270,336 on an H100 or H200, 132 x 2048).
+The sorted order is cut into blocks of a power of two from 32 to 1024
+positions: the smallest that keeps the block items (outer x sources x
+column vectors / block) to 4 waves, or, with fewer row items (outer x rows
+x column vectors) than a wave, the one that makes them nearest one wave;
+32 blocks form a group. The limit is the block while the row items are
+fewer than 4 waves, and 1024 from there on.
+Rows of 33 float32 values are 33 vectors of one. "limit-32", "hub-last"
+and "limit-1024" have at most 4.7M source items with few rows and 2^25 with
+many, even along dim 1 of a [2, E, 33] src: blocks of 32 and groups of 1024
+positions in all three. 40 or 7 rows give a limit of 32 ("limit-32",
+"hub-last"), 2^18 rows one of 1024 ("limit-1024", where rows of 1024 and
+1023 sources are longer than a block but no hubs).
 
 "limit-32" puts four hubs inside group 0, then a hub of 70,000 starting
 inside it and one of 1000 starting inside group 68, where the other ends,
 and ending inside group 69; its 71,454 sources of 33 values put scatter past
 its atomic-rows limit (2^21 elements), so that it takes the hubs in the
-default mode too. In "limit-1024" a hub of 2048 starts at position 0 and ends on a
-group boundary, one of 1025 starts on one (3072) and ends inside the next
-group, where one of 2049 starts, and one of 1050 starts inside group 9 and
-ends inside group 10. In "hub-last" a hub of 70,000 starts on a block
-boundary inside group 0 (position 160) and runs to the last position."""
+default mode too. In "limit-1024" a hub of 2048 starts at position 0 and
+ends on a group boundary, one of 1025 starts on one (3072) and ends inside
+the next group, where one of 2049 starts, and one of 1050 starts inside
+group 9 and ends inside group 10. In "hub-last" a hub of 70,000 starts on
+a block boundary inside group 0 (position 160) and runs to the last
+position.
+
+"limit-128" (CUDA only) has 7 rows and 1,104,482 sources: blocks and limit
+of 128 positions, groups of 4096. A row of 128 stays on one thread, one of
+129 starting on a block boundary is a hub, one of 1,100,000 starts inside
+block 2 and ends inside group 268, where one of 4097 starts, ending inside
+group 269. Along dim 1 of a [2, E, 33] src the blocks are 256."""
 
 from __future__ import annotations
 
@@ -40,7 +51,17 @@ LAYOUTS = {
     "limit-32": (40, [64, 32, 33, 0, 65, 0, 0, 31, 200, 70_000, 1000, 1]),
     "limit-1024": (2**18, [2048, 1024, 1025, 0, 2049, 0, 0, 1023, 3000, 1050, 1500]),
     "hub-last": (7, [64, 0, 32, 33, 31, 0, 70_000]),
+    "limit-128": (7, [128, 129, 0, 1_100_000, 4097, 127, 1]),
 }
+#: Layouts whose blocks only CUDA has: on the CPU they repeat the others.
+CUDA_ONLY = {"limit-128"}
+
+
+def _rows(layout: str, device: str) -> int:
+    """The layout's row count; skips a CUDA-only layout on the CPU."""
+    if layout in CUDA_ONLY and device == "cpu":
+        pytest.skip("its block size is CUDA's")
+    return LAYOUTS[layout][0]
 
 
 def _degrees(layout: str) -> torch.Tensor:
@@ -86,7 +107,7 @@ def _smallest_positions(src: torch.Tensor, index: torch.Tensor, values: torch.Te
 @pytest.mark.parametrize("mode", ["default", "deterministic"])
 def test_scatter_hubs(layout: str, order: str, reduce: str, mode: str, device: str) -> None:
     g = torch.Generator().manual_seed(0)
-    n = LAYOUTS[layout][0]
+    n = _rows(layout, device)
     index = _index(layout, order, g)
     src = _values((index.numel(), F), g, device)
     index = index.to(device)
@@ -110,7 +131,7 @@ def test_scatter_hubs(layout: str, order: str, reduce: str, mode: str, device: s
 def test_scatter_hubs_along_inner_dim(layout: str, order: str, reduce: str, mode: str, device: str) -> None:
     """Two outer indices: each has its own partials."""
     g = torch.Generator().manual_seed(4)
-    n = LAYOUTS[layout][0]
+    n = _rows(layout, device)
     index = _index(layout, order, g)
     src = _values((2, index.numel(), F), g, device)
     index = index.to(device)
@@ -147,6 +168,7 @@ def test_scatter_hubs_leave_out_index_values_outside(reduce: str, mode: str, cud
 @pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
 def test_segment_csr_hubs(layout: str, reduce: str, device: str) -> None:
     g = torch.Generator().manual_seed(1)
+    _rows(layout, device)
     degree = _degrees(layout)
     indptr = torch.cat([degree.new_zeros(1), degree.cumsum(0)]).to(device)
     index = torch.repeat_interleave(torch.arange(degree.numel()), degree).to(device)
@@ -162,7 +184,7 @@ def test_segment_csr_hubs(layout: str, reduce: str, device: str) -> None:
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
 def test_scatter_softmax_hubs(layout: str, order: str, device: str) -> None:
     g = torch.Generator().manual_seed(2)
-    n = LAYOUTS[layout][0]
+    n = _rows(layout, device)
     index = _index(layout, order, g)
     src = _values((index.numel(), F), g, device)
     index = index.to(device)
@@ -176,7 +198,7 @@ def test_scatter_softmax_hubs(layout: str, order: str, device: str) -> None:
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_scatter_softmax_hubs_along_inner_dim(layout: str, device: str) -> None:
     g = torch.Generator().manual_seed(5)
-    n = LAYOUTS[layout][0]
+    n = _rows(layout, device)
     index = _index(layout, "shuffled", g)
     src = _values((2, index.numel(), F), g, device)
     index = index.to(device)
@@ -191,6 +213,7 @@ def test_scatter_softmax_hubs_along_inner_dim(layout: str, device: str) -> None:
 @pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
 def test_spmm_hubs(layout: str, reduce: str, device: str) -> None:
     g = torch.Generator().manual_seed(3)
+    _rows(layout, device)
     degree = _degrees(layout)
     n, nnz = degree.numel(), int(degree.sum())
     rowptr = torch.cat([degree.new_zeros(1), degree.cumsum(0)]).to(device)

@@ -5,6 +5,7 @@
 //   const c10::cuda::CUDAGuard guard(src.device());           // the inputs' device
 //   torchplug::core::launch(my_kernel, n, args...);            // current stream, checked
 //   torchplug::core::launch_one_wave(my_kernel, n, args...);   // at most one wave of blocks
+//   torchplug::core::resident_threads();                       // threads the device holds at once
 //
 //   __global__ void my_kernel(int64_t n, ...) {
 //     TORCHPLUG_GRID_STRIDE_LOOP(i, n) { ... }                  // 64-bit, any n
@@ -33,6 +34,12 @@ constexpr int kThreadsPerBlock = 256;
 inline int64_t grid_size(int64_t n) {
   constexpr int64_t kMaxBlocks = (int64_t{1} << 31) - 1;
   return std::max<int64_t>(1, std::min(at::ceil_div<int64_t>(n, kThreadsPerBlock), kMaxBlocks));
+}
+
+// Threads the current device holds at once: one wave of one-thread items.
+inline int64_t resident_threads() {
+  const cudaDeviceProp* device = at::cuda::getCurrentDeviceProperties();
+  return int64_t{device->multiProcessorCount} * device->maxThreadsPerMultiProcessor;
 }
 
 namespace detail {

@@ -27,24 +27,31 @@
 // Extra memory: 2 (blocks + groups) partial states per column vector and
 // outer index.
 
+#include "torchplug/core/launch.cuh"
+
 #include <ATen/ceil_div.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace torchplug::core {
 
 // No row longer than this stays on one thread.
 constexpr int64_t kMaxSegment = 1024;
-// A few waves of a GPU. The block is the smallest power of two in
-// [kMinHubBlock, kMaxSegment] that keeps the block items (outer x blocks x
-// column vectors) to kHubItems: a thread walking a block of 1024 permuted
-// positions waits out 128 memory latencies or more (docs/benchmarks.md). With
-// fewer row items (rows x column vectors) than kHubItems the limit is the
-// block: few long segments (global pooling) would otherwise leave one thread
-// walking each; with a wave of them (kHubItems / 4) or more, the limit
-// grows to twice the mean row, so that a batch of small graphs keeps its
-// rows on one thread each, none of them a hub.
-constexpr int64_t kHubItems = int64_t{1} << 20;
+// Waves of the device (core::resident_threads) that the hub blocks fill.
+// The block is the smallest power of two in [kMinHubBlock, kMaxSegment] that
+// keeps the block items (outer x blocks x column vectors) to kHubWaves waves:
+// a thread walking a block of 1024 permuted positions waits out 128 memory
+// latencies or more (docs/benchmarks.md). Under a wave of row items (rows x
+// column vectors) the block is the power of two that makes the block items
+// nearest one wave: a thousand graphs of a thousand nodes would otherwise be
+// cut into blocks of 32 and merged back, and blocks making half a wave
+// leave rows of a thousand with one thread each. Under kHubWaves waves of
+// row items the limit is the block: few long segments (global pooling) would
+// otherwise leave one thread walking each; with a wave of them or more, the
+// limit grows to twice the mean row, so that a batch of small graphs keeps
+// its rows on one thread each, none of them a hub.
+constexpr int64_t kHubWaves = 4;
 constexpr int64_t kMinHubBlock = 32;
 // Blocks per group.
 constexpr int64_t kHubGroup = 32;
@@ -59,16 +66,24 @@ struct HubBlocks {
   int64_t blocks;  // ceil(positions / size)
   int64_t groups;  // ceil(blocks / kHubGroup)
 
-  // For `positions` sources, `rows` row items and `work` source items: size
-  // the smallest power of two in [kMinHubBlock, kMaxSegment] with size *
-  // kHubItems >= work; limit kMaxSegment with at least kHubItems row items,
-  // else size, doubled up to kMaxSegment while under twice the mean row with
-  // at least kHubItems / 4 row items.
+  // For `positions` sources, `rows` row items and `work` source items, on
+  // the current device: size the smallest power of two in [kMinHubBlock,
+  // kMaxSegment] with size * kHubWaves waves >= work with a wave of row
+  // items or more, else the one nearest work / wave (within a factor of
+  // sqrt 2); limit kMaxSegment with kHubWaves waves of row items, else size,
+  // doubled up to kMaxSegment while under twice the mean row with a wave of
+  // row items.
   static HubBlocks of(int64_t positions, int64_t rows, int64_t work) {
+    const int64_t wave = resident_threads();
     int64_t size = kMinHubBlock;
-    while (size < kMaxSegment && size * kHubItems < work) size *= 2;
-    int64_t limit = rows >= kHubItems ? kMaxSegment : size;
-    if (4 * rows >= kHubItems) {
+    if (rows >= wave) {
+      while (size < kMaxSegment && size * kHubWaves * wave < work) size *= 2;
+    } else {
+      const double per_wave = static_cast<double>(work) / static_cast<double>(wave);
+      while (size < kMaxSegment && size * std::sqrt(2.0) < per_wave) size *= 2;
+    }
+    int64_t limit = rows >= kHubWaves * wave ? kMaxSegment : size;
+    if (rows >= wave) {
       while (limit < kMaxSegment && limit * rows < 2 * work) limit *= 2;
     }
     const int64_t blocks = at::ceil_div<int64_t>(positions, size);
