@@ -9,8 +9,9 @@ The sorted order is cut into blocks of a power of two from 32 to 1024
 positions: the smallest that keeps the block items (outer x sources x
 column vectors / block) to 4 waves, or, with fewer row items (outer x rows
 x column vectors) than a wave, the one that makes them nearest one wave;
-32 blocks form a group. The limit is the block while the row items are
-fewer than 4 waves, and 1024 from there on.
+32 blocks form a group. The limit is the block under a wave of row items,
+grows to twice the mean row (at most 1024) from one wave on, and is 1024
+from 4 waves on.
 Rows of 33 float32 values are 33 vectors of one. "limit-32", "hub-last"
 and "limit-1024" have at most 4.7M source items with few rows and 2^25 with
 many, even along dim 1 of a [2, E, 33] src: blocks of 32 and groups of 1024
