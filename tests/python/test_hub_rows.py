@@ -9,32 +9,37 @@ The sorted order is cut into blocks of a power of two from 32 to 1024
 positions: the smallest that keeps the block items (outer x sources x
 column vectors / block) to 4 waves, or, with fewer row items (outer x rows
 x column vectors) than a wave, the one that makes them nearest one wave;
-32 blocks form a group. The limit is the block under a wave of row items,
-grows to twice the mean row (at most 1024) from one wave on, and is 1024
-from 4 waves on.
+32 blocks form a group. The limit is the block, grown to twice the mean row
+(at most 1024) from a wave of row items on.
 Rows of 33 float32 values are 33 vectors of one. "limit-32", "hub-last"
-and "limit-1024" have at most 4.7M source items with few rows and 2^25 with
+and "many-rows" have at most 4.7M source items with few rows and 2^25 with
 many, even along dim 1 of a [2, E, 33] src: blocks of 32 and groups of 1024
-positions in all three. 40 or 7 rows give a limit of 32 ("limit-32",
-"hub-last"), 2^18 rows one of 1024 ("limit-1024", where rows of 1024 and
-1023 sources are longer than a block but no hubs).
+positions in all three, and a limit of 32 (a mean row of about one source
+in "many-rows", 2^18 rows).
 
 "limit-32" puts four hubs inside group 0, then a hub of 70,000 starting
 inside it and one of 1000 starting inside group 68, where the other ends,
 and ending inside group 69; its 71,454 sources of 33 values put scatter past
 its atomic-rows limit (2^21 elements), so that it takes the hubs in the
-default mode too. In "limit-1024" a hub of 2048 starts at position 0 and
+default mode too. In "many-rows" a hub of 2048 starts at position 0 and
 ends on a group boundary, one of 1025 starts on one (3072) and ends inside
 the next group, where one of 2049 starts, and one of 1050 starts inside
 group 9 and ends inside group 10. In "hub-last" a hub of 70,000 starts on
 a block boundary inside group 0 (position 160) and runs to the last
 position.
 
-"limit-128" (CUDA only) has 7 rows and 1,104,482 sources: blocks and limit
-of 128 positions, groups of 4096. A row of 128 stays on one thread, one of
-129 starting on a block boundary is a hub, one of 1,100,000 starts inside
-block 2 and ends inside group 268, where one of 4097 starts, ending inside
-group 269. Along dim 1 of a [2, E, 33] src the blocks are 256."""
+The CUDA-only layouts have blocks only CUDA has. "limit-128" has 7 rows
+and 1,104,482 sources: blocks and limit of 128 positions, groups of 4096.
+A row of 128 stays on one thread, one of 129 starting on a block boundary
+is a hub, one of 1,100,000 starts inside block 2 and ends inside group
+268, where one of 4097 starts, ending inside group 269. Along dim 1 of a
+[2, E, 33] src the blocks are 256. "limit-256" has 8192 rows (one wave of
+row items) of 100 sources, 825,441 in all: blocks of 32 (64 along dim 1)
+and a limit of 256 (twice the mean row), so rows of 100 and 256, longer
+than a block, stay on one thread each. One of 257 starting on a block
+boundary is a hub, one of 2048 starts inside block 16 and crosses two
+groups, one of 1025 crosses the group boundary at 3072, then hubs of 3000
+and 300."""
 
 from __future__ import annotations
 
@@ -47,15 +52,16 @@ import torchplug
 from op_table import deterministic_algorithms
 
 F = 33
-#: (rows, the lengths of the first rows; every other row has one source)
+#: (rows, the lengths of the first rows, the length of every other row)
 LAYOUTS = {
-    "limit-32": (40, [64, 32, 33, 0, 65, 0, 0, 31, 200, 70_000, 1000, 1]),
-    "limit-1024": (2**18, [2048, 1024, 1025, 0, 2049, 0, 0, 1023, 3000, 1050, 1500]),
-    "hub-last": (7, [64, 0, 32, 33, 31, 0, 70_000]),
-    "limit-128": (7, [128, 129, 0, 1_100_000, 4097, 127, 1]),
+    "limit-32": (40, [64, 32, 33, 0, 65, 0, 0, 31, 200, 70_000, 1000, 1], 1),
+    "many-rows": (2**18, [2048, 1024, 1025, 0, 2049, 0, 0, 1023, 3000, 1050, 1500], 1),
+    "hub-last": (7, [64, 0, 32, 33, 31, 0, 70_000], 1),
+    "limit-128": (7, [128, 129, 0, 1_100_000, 4097, 127, 1], 1),
+    "limit-256": (8192, [256, 257, 0, 2048, 255, 1025, 0, 3000, 300], 100),
 }
 #: Layouts whose blocks only CUDA has: on the CPU they repeat the others.
-CUDA_ONLY = {"limit-128"}
+CUDA_ONLY = {"limit-128", "limit-256"}
 
 
 def _rows(layout: str, device: str) -> int:
@@ -66,8 +72,8 @@ def _rows(layout: str, device: str) -> int:
 
 
 def _degrees(layout: str) -> torch.Tensor:
-    n, head = LAYOUTS[layout]
-    degree = torch.ones(n, dtype=torch.long)
+    n, head, rest = LAYOUTS[layout]
+    degree = torch.full((n,), rest, dtype=torch.long)
     degree[: len(head)] = torch.tensor(head)
     return degree
 

@@ -46,11 +46,12 @@ constexpr int64_t kMaxSegment = 1024;
 // column vectors) the block is the power of two that makes the block items
 // nearest one wave: a thousand graphs of a thousand nodes would otherwise be
 // cut into blocks of 32 and merged back, and blocks making half a wave
-// leave rows of a thousand with one thread each. Under kHubWaves waves of
-// row items the limit is the block: few long segments (global pooling) would
-// otherwise leave one thread walking each; with a wave of them or more, the
-// limit grows to twice the mean row, so that a batch of small graphs keeps
-// its rows on one thread each, none of them a hub.
+// leave rows of a thousand with one thread each. The limit is the block, so
+// that no thread walks a row longer than a block pass does (a power-law
+// index's rows of a few hundred sources would otherwise hold up the call);
+// with a wave of row items or more it grows to twice the mean row, so that
+// a batch of small graphs keeps its rows on one thread each, none of them a
+// hub.
 constexpr int64_t kHubWaves = 4;
 constexpr int64_t kMinHubBlock = 32;
 // Blocks per group.
@@ -67,24 +68,23 @@ struct HubBlocks {
   int64_t groups;  // ceil(blocks / kHubGroup)
 
   // For `positions` sources, `rows` row items and `work` source items, on
-  // the current device: size the smallest power of two in [kMinHubBlock,
-  // kMaxSegment] with size * kHubWaves waves >= work with a wave of row
-  // items or more, else the one nearest work / wave (within a factor of
-  // sqrt 2); limit kMaxSegment with kHubWaves waves of row items, else size,
-  // doubled up to kMaxSegment while under twice the mean row with a wave of
-  // row items.
+  // the current device: with a wave of row items or more, size the smallest
+  // power of two in [kMinHubBlock, kMaxSegment] with size * kHubWaves waves
+  // >= work and limit that size, doubled up to kMaxSegment while under twice
+  // the mean row; under a wave, size and limit the power of two nearest
+  // work / wave (within a factor of sqrt 2).
   static HubBlocks of(int64_t positions, int64_t rows, int64_t work) {
     const int64_t wave = resident_threads();
     int64_t size = kMinHubBlock;
+    int64_t limit;
     if (rows >= wave) {
       while (size < kMaxSegment && size * kHubWaves * wave < work) size *= 2;
+      limit = size;
+      while (limit < kMaxSegment && limit * rows < 2 * work) limit *= 2;
     } else {
       const double per_wave = static_cast<double>(work) / static_cast<double>(wave);
       while (size < kMaxSegment && size * std::sqrt(2.0) < per_wave) size *= 2;
-    }
-    int64_t limit = rows >= kHubWaves * wave ? kMaxSegment : size;
-    if (rows >= wave) {
-      while (limit < kMaxSegment && limit * rows < 2 * work) limit *= 2;
+      limit = size;
     }
     const int64_t blocks = at::ceil_div<int64_t>(positions, size);
     return {limit, size, blocks, at::ceil_div<int64_t>(blocks, kHubGroup)};
