@@ -320,10 +320,16 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
   return plan;
 }
 
+// rowptr[i] = indptr[i] clamped to [0, E] for i < n, and the plan's `size`
+// stats zeroed in the same pass: no counts, the flag 0 (sorted), the
+// counters at 0.
 template <typename offset_t>
-__global__ void clamp_indptr_kernel(const int64_t* __restrict__ indptr, offset_t* __restrict__ rowptr,
-                                    int64_t n, int64_t E) {
-  TORCHPLUG_GRID_STRIDE_LOOP(i, n) rowptr[i] = static_cast<offset_t>(min(max(indptr[i], int64_t{0}), E));
+__global__ void clamp_indptr_kernel(const int64_t* __restrict__ indptr, offset_t* __restrict__ rowptr, int64_t n,
+                                    int64_t E, offset_t* __restrict__ stats, int64_t size) {
+  TORCHPLUG_GRID_STRIDE_LOOP(i, size) {
+    if (i < n) rowptr[i] = static_cast<offset_t>(min(max(indptr[i], int64_t{0}), E));
+    stats[i] = 0;
+  }
 }
 
 template <typename offset_t>
@@ -332,10 +338,11 @@ IndexPlan<offset_t> plan_from_indptr(const at::Tensor& indptr, int64_t E, int64_
   plan.N = indptr.numel() - 1;
   const auto offsets = indptr.options().dtype(c10::CppTypeToScalarType<offset_t>::value);
   plan.rowptr = scratch({plan.N + 1}, offsets);
-  launch(clamp_indptr_kernel<offset_t>, plan.N + 1, indptr.const_data_ptr<int64_t>(),
-         plan.rowptr.template mutable_data_ptr<offset_t>(), plan.N + 1, E);
-  // No counts; the flag stays 0 (sorted) and the counters start at 0.
-  plan.stats = at::zeros({plan.N + 2 + counters}, offsets);
+  const int64_t size = plan.N + 2 + counters;
+  plan.stats = scratch({size}, offsets);
+  launch(clamp_indptr_kernel<offset_t>, size, indptr.const_data_ptr<int64_t>(),
+         plan.rowptr.template mutable_data_ptr<offset_t>(), plan.N + 1, E,
+         plan.stats.template mutable_data_ptr<offset_t>(), size);
   return plan;
 }
 
