@@ -7,7 +7,7 @@ On CUDA a row with more sources than the limit is a hub. A wave is the
 threads the device holds at once (270,336 on an H100 or H200, 132 x 2048).
 The sorted order is cut into blocks of a power of two from 32 to 1024
 positions: the smallest that keeps the block items (outer x sources x
-column vectors / block) to 4 waves, or, with fewer row items (outer x rows
+column vectors / block) to 8 waves, or, with fewer row items (outer x rows
 x column vectors) than a wave, the one that makes them nearest one wave;
 32 blocks form a group. The limit is the block, grown to twice the mean row
 (at most 1024) from a wave of row items on.
@@ -34,7 +34,7 @@ A row of 128 stays on one thread, one of 129 starting on a block boundary
 is a hub, one of 1,100,000 starts inside block 2 and ends inside group
 268, where one of 4097 starts, ending inside group 269. Along dim 1 of a
 [2, E, 33] src the blocks are 256. "limit-256" has 8192 rows (one wave of
-row items) of 100 sources, 825,441 in all: blocks of 32 (64 along dim 1)
+row items) of 100 sources, 825,441 in all: blocks of 32 (along dim 1 too)
 and a limit of 256 (twice the mean row), so rows of 100 and 256, longer
 than a block, stay on one thread each. One of 257 starting on a block
 boundary is a hub, one of 2048 starts inside block 16 and crosses two

@@ -52,7 +52,7 @@ constexpr int64_t kMaxSegment = 1024;
 // with a wave of row items or more it grows to twice the mean row, so that
 // a batch of small graphs keeps its rows on one thread each, none of them a
 // hub.
-constexpr int64_t kHubWaves = 4;
+constexpr int64_t kHubWaves = 8;
 constexpr int64_t kMinHubBlock = 32;
 // Blocks per group.
 constexpr int64_t kHubGroup = 32;
