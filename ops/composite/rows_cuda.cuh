@@ -115,6 +115,8 @@ __global__ void row_states_kernel(const scalar_t* __restrict__ x, const scalar_t
                                   scalar_t* __restrict__ out, Program program, Rows<Program, offset_t> r) {
   using acc_t = at::opmath_type<scalar_t>;
   using State = typename Program::State;
+  core::wait_for_previous_kernel();
+  core::let_next_kernel_start();
   if ((*r.csr.unsorted != 0) != kPermuted) return;
   const int64_t vectors = r.inner / V;
   core::for_each_tile(r.items, r.next_tile, [&](int64_t t) {
@@ -161,6 +163,8 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
                                     const int64_t* __restrict__ index, Program program, Rows<Program, offset_t> r) {
   using acc_t = at::opmath_type<scalar_t>;
   using State = typename Program::State;
+  core::wait_for_previous_kernel();
+  core::let_next_kernel_start();
   if (*r.csr.long_rows == 0) return;
   const bool permuted = *r.csr.unsorted != 0;
   const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
@@ -193,6 +197,8 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
 template <typename Program, int V, typename offset_t>
 __global__ void hub_groups_kernel(const int64_t* __restrict__ index, Program program, Rows<Program, offset_t> r) {
   using State = typename Program::State;
+  core::wait_for_previous_kernel();
+  core::let_next_kernel_start();
   if (*r.csr.long_rows == 0) return;
   const bool permuted = *r.csr.unsorted != 0;
   const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
@@ -221,6 +227,7 @@ __global__ void hub_groups_kernel(const int64_t* __restrict__ index, Program pro
 template <typename Program, typename scalar_t, int V, typename offset_t>
 __global__ void store_hubs_kernel(scalar_t* __restrict__ out, Program program, Rows<Program, offset_t> r) {
   using State = typename Program::State;
+  core::wait_for_previous_kernel();
   if (*r.csr.long_rows == 0) return;
   const bool permuted = *r.csr.unsorted != 0;
   const int64_t vectors = r.inner / V;
@@ -324,19 +331,19 @@ void run_planned(const RowsProblem& r, const Program& program) {
                                        reinterpret_cast<State*>(partials.mutable_data_ptr()),
                                        p.E, p.inner, p.outer, p.N, items, hubs, p.accumulate,
                                        plan.counter(1)};
-    core::launch_one_wave(row_states_kernel<Program, scalar_t, V, offset_t, false>, rows.items, x, y, out,
-                          program, rows);
-    core::launch_one_wave(row_states_kernel<Program, scalar_t, V, offset_t, true>, rows.items, x, y, out,
-                          program, rows);
+    core::launch_one_wave_chained(row_states_kernel<Program, scalar_t, V, offset_t, false>, rows.items, x, y, out,
+                                  program, rows);
+    core::launch_one_wave_chained(row_states_kernel<Program, scalar_t, V, offset_t, true>, rows.items, x, y, out,
+                                  program, rows);
     if (p.E > hubs.limit) {
       const auto* index = p.index.const_data_ptr<int64_t>();
-      core::launch_one_wave(hub_partials_kernel<Program, scalar_t, V, offset_t>, p.outer * hubs.blocks * vectors, x,
-                            y, index, program, rows);
+      core::launch_one_wave_chained(hub_partials_kernel<Program, scalar_t, V, offset_t>,
+                                    p.outer * hubs.blocks * vectors, x, y, index, program, rows);
       if (hubs.groups > 1) {
-        core::launch_one_wave(hub_groups_kernel<Program, V, offset_t>, p.outer * hubs.groups * vectors, index,
-                              program, rows);
+        core::launch_one_wave_chained(hub_groups_kernel<Program, V, offset_t>, p.outer * hubs.groups * vectors, index,
+                                      program, rows);
       }
-      core::launch_one_wave(store_hubs_kernel<Program, scalar_t, V, offset_t>, rows.items, out, program, rows);
+      core::launch_one_wave_chained(store_hubs_kernel<Program, scalar_t, V, offset_t>, rows.items, out, program, rows);
     }
     if constexpr (Program::kEmits) {
       const int64_t emitted = p.outer * p.E * vectors;

@@ -174,6 +174,8 @@ __global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ rowptr, con
                                          Partials<at::opmath_type<scalar_t>> partials, Sizes s,
                                          core::HubBlocks hubs, const int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
+  core::wait_for_previous_kernel();
+  core::let_next_kernel_start();
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, hubs.blocks * vectors) {
@@ -201,6 +203,8 @@ __global__ void spmm_hub_groups_kernel(const int64_t* __restrict__ rowptr,
                                        Partials<at::opmath_type<scalar_t>> partials, Sizes s, core::HubBlocks hubs,
                                        const int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
+  core::wait_for_previous_kernel();
+  core::let_next_kernel_start();
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, hubs.groups * vectors) {
@@ -235,6 +239,7 @@ __global__ void spmm_store_hubs_kernel(const int64_t* __restrict__ rowptr,
                                        int64_t* __restrict__ arg, Sizes s, core::HubBlocks hubs,
                                        const int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
+  core::wait_for_previous_kernel();
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, s.M * vectors) {
@@ -283,15 +288,15 @@ void launch_spmm(const SpmmProblem& p) {
     const at::Tensor helds = at::full({Policy::kHasArg ? hubs.partials() * p.F : 0},
                                       std::numeric_limits<int64_t>::max(), p.rowptr.options());
     const Partials<acc_t> partials{values.mutable_data_ptr<acc_t>(), helds.mutable_data_ptr<int64_t>()};
-    core::launch_one_wave(spmm_hub_partials_kernel<Policy, scalar_t, V, kWeighted>, hubs.blocks * (p.F / V), rowptr,
-                          p.col.const_data_ptr<int64_t>(), value, x, partials, s, hubs,
-                          flag.const_data_ptr<int32_t>());
+    core::launch_one_wave_chained(spmm_hub_partials_kernel<Policy, scalar_t, V, kWeighted>, hubs.blocks * (p.F / V),
+                                  rowptr, p.col.const_data_ptr<int64_t>(), value, x, partials, s, hubs,
+                                  flag.const_data_ptr<int32_t>());
     if (hubs.groups > 1) {
-      core::launch_one_wave(spmm_hub_groups_kernel<Policy, scalar_t, V>, hubs.groups * (p.F / V), rowptr, partials,
-                            s, hubs, flag.const_data_ptr<int32_t>());
+      core::launch_one_wave_chained(spmm_hub_groups_kernel<Policy, scalar_t, V>, hubs.groups * (p.F / V), rowptr,
+                                    partials, s, hubs, flag.const_data_ptr<int32_t>());
     }
-    core::launch_one_wave(spmm_store_hubs_kernel<Policy, scalar_t, V>, items, rowptr, partials, out, arg, s, hubs,
-                          flag.const_data_ptr<int32_t>());
+    core::launch_one_wave_chained(spmm_store_hubs_kernel<Policy, scalar_t, V>, items, rowptr, partials, out, arg, s,
+                                  hubs, flag.const_data_ptr<int32_t>());
   });
 }
 

@@ -5,6 +5,7 @@
 //   const c10::cuda::CUDAGuard guard(src.device());           // the inputs' device
 //   torchplug::core::launch(my_kernel, n, args...);            // current stream, checked
 //   torchplug::core::launch_one_wave(my_kernel, n, args...);   // at most one wave of blocks
+//   torchplug::core::launch_one_wave_chained(my_kernel, n, args...);  // set up while the kernel before runs
 //   torchplug::core::resident_threads();                       // threads the device holds at once
 //
 //   __global__ void my_kernel(int64_t n, ...) {
@@ -12,6 +13,10 @@
 //   }
 //   __global__ void my_tiled_kernel(int64_t n, int32_t* next_tile, ...) {  // one wave
 //     torchplug::core::for_each_tile(n, next_tile, [&](int64_t i) { ... });
+//   }
+//   __global__ void my_chained_kernel(...) {
+//     torchplug::core::wait_for_previous_kernel();              // first, in every thread
+//     ...
 //   }
 
 #include "torchplug/core/atomic.cuh"
@@ -44,10 +49,33 @@ inline int64_t resident_threads() {
 
 namespace detail {
 template <typename Kernel, typename... Args>
-void launch_blocks(Kernel kernel, int64_t blocks, Args... args) {
+void launch_blocks(bool chained, Kernel kernel, int64_t blocks, Args... args) {
   const auto stream = at::cuda::getCurrentCUDAStream();
-  kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(args...);
+  if (chained && at::cuda::getCurrentDeviceProperties()->major >= 9) {
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(blocks));
+    config.blockDim = dim3(kThreadsPerBlock);
+    config.stream = stream;
+    config.attrs = &overlap;
+    config.numAttrs = 1;
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+  } else {
+    kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(args...);
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename Kernel>
+int64_t one_wave(Kernel kernel, int64_t n) {
+  int blocks_per_sm = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel,
+                                                               kThreadsPerBlock, 0));
+  const int64_t wave =
+      int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * std::max(blocks_per_sm, 1);
+  return std::min(grid_size(n), wave);
 }
 }  // namespace detail
 
@@ -56,7 +84,7 @@ void launch_blocks(Kernel kernel, int64_t blocks, Args... args) {
 template <typename Kernel, typename... Args>
 void launch(Kernel kernel, int64_t n, Args... args) {
   if (n <= 0) return;
-  detail::launch_blocks(kernel, grid_size(n), args...);
+  detail::launch_blocks(false, kernel, grid_size(n), args...);
 }
 
 // As launch(), with at most as many blocks as the device holds at once (for
@@ -66,12 +94,39 @@ void launch(Kernel kernel, int64_t n, Args... args) {
 template <typename Kernel, typename... Args>
 void launch_one_wave(Kernel kernel, int64_t n, Args... args) {
   if (n <= 0) return;
-  int blocks_per_sm = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel,
-                                                               kThreadsPerBlock, 0));
-  const int64_t wave =
-      int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * std::max(blocks_per_sm, 1);
-  detail::launch_blocks(kernel, std::min(grid_size(n), wave), args...);
+  detail::launch_blocks(false, kernel, detail::one_wave(kernel, n), args...);
+}
+
+// As launch_one_wave(), for a kernel whose every thread first calls
+// wait_for_previous_kernel(): from Hopper on (programmatic dependent launch)
+// the launch is set up, and its blocks may take their SMs, while the kernel
+// before it in the stream still runs, which hides most of the gap between
+// two kernels (docs/benchmarks.md: the hub passes that find no hub). Before
+// Hopper it is launch_one_wave().
+template <typename Kernel, typename... Args>
+void launch_one_wave_chained(Kernel kernel, int64_t n, Args... args) {
+  if (n <= 0) return;
+  detail::launch_blocks(true, kernel, detail::one_wave(kernel, n), args...);
+}
+
+// In a kernel launched chained: waits until the kernel before it in the
+// stream has finished and its writes are visible. Every thread of the kernel
+// must call it before touching global memory, also one that would return
+// at once: a kernel that finished without it would let the work after it
+// start before the kernel before it is done.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// In a kernel launched as one wave: lets a chained kernel after it put its
+// blocks on the SMs as this kernel's blocks finish, instead of when all
+// have (it still waits for this kernel's writes).
+__device__ __forceinline__ void let_next_kernel_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 // Calls body(i) for every i < n, as a grid-stride loop does, for a grid of one

@@ -216,6 +216,8 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
                                             scalar_t* __restrict__ out,
                                             const Segments<scalar_t, offset_t>& s) {
   using acc_t = at::opmath_type<scalar_t>;
+  core::wait_for_previous_kernel();
+  core::let_next_kernel_start();
   if ((*s.csr.unsorted != 0) != kPermuted) return;
   const int64_t vectors = s.inner / V;
   core::for_each_tile(s.items, s.next_tile, [&](int64_t t) {
@@ -317,6 +319,8 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int6
                                     Csr<offset_t> csr, HubPartials<at::opmath_type<scalar_t>, offset_t> partials,
                                     int64_t E, int64_t inner, int64_t N, int64_t items) {
   using acc_t = at::opmath_type<scalar_t>;
+  core::wait_for_previous_kernel();
+  core::let_next_kernel_start();
   if (*csr.long_rows == 0) return;
   const bool permuted = *csr.unsorted != 0;
   const int64_t positions = sorted_positions(csr, N, permuted);
@@ -358,6 +362,8 @@ __global__ void hub_groups_kernel(const int64_t* __restrict__ index, Csr<offset_
                                   HubPartials<at::opmath_type<scalar_t>, offset_t> partials, int64_t inner, int64_t N,
                                   int64_t items) {
   using acc_t = at::opmath_type<scalar_t>;
+  core::wait_for_previous_kernel();
+  core::let_next_kernel_start();
   if (*csr.long_rows == 0) return;
   const bool permuted = *csr.unsorted != 0;
   const int64_t positions = sorted_positions(csr, N, permuted);
@@ -401,6 +407,7 @@ template <typename Policy, typename scalar_t, int V, typename offset_t>
 __global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_t> partials,
                                   scalar_t* __restrict__ out, Segments<scalar_t, offset_t> s) {
   using acc_t = at::opmath_type<scalar_t>;
+  core::wait_for_previous_kernel();
   if (*s.csr.long_rows == 0) return;
   const bool permuted = *s.csr.unsorted != 0;
   const int64_t vectors = s.inner / V;
@@ -467,7 +474,7 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
                                               positions.none,
                                               positions.inner,
                                               positions.E};
-    core::launch_one_wave(segment_kernel<Policy, scalar_t, V, offset_t, false>, rows, src, out, sorted);
+    core::launch_one_wave_chained(segment_kernel<Policy, scalar_t, V, offset_t, false>, rows, src, out, sorted);
     // A caller's CSR (no index) is sorted: no permuted kernel.
     if (index != nullptr && atomics_if_unsorted) {
       if constexpr (kOwnAtomicType<scalar_t> && !kFinishes) {  // acc_t is scalar_t: straight into out
@@ -488,7 +495,7 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
           return segment_kernel<Policy, scalar_t, V, offset_t, true>;
         }
       }();
-      core::launch_one_wave(permuted_kernel, rows, src, out, permuted);
+      core::launch_one_wave_chained(permuted_kernel, rows, src, out, permuted);
     }
     if (p.E <= hubs.limit) return;
     const int64_t partial_values = p.outer * hubs.partials() * p.inner;
@@ -497,14 +504,14 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
     const HubPartials<acc_t, offset_t> partials{values.mutable_data_ptr<acc_t>(), args.mutable_data_ptr<offset_t>(),
                                                hubs};
     const int64_t items = p.outer * hubs.blocks * vectors;
-    core::launch_one_wave(hub_partials_kernel<Policy, scalar_t, V, offset_t>, items, src, index, csr, partials, p.E,
-                          p.inner, p.N, items);
+    core::launch_one_wave_chained(hub_partials_kernel<Policy, scalar_t, V, offset_t>, items, src, index, csr, partials,
+                                  p.E, p.inner, p.N, items);
     if (hubs.groups > 1) {
       const int64_t groups = p.outer * hubs.groups * vectors;
-      core::launch_one_wave(hub_groups_kernel<Policy, scalar_t, V, offset_t>, groups, index, csr, partials, p.inner,
-                            p.N, groups);
+      core::launch_one_wave_chained(hub_groups_kernel<Policy, scalar_t, V, offset_t>, groups, index, csr, partials,
+                                    p.inner, p.N, groups);
     }
-    core::launch_one_wave(store_hubs_kernel<Policy, scalar_t, V, offset_t>, rows, partials, out, sorted);
+    core::launch_one_wave_chained(store_hubs_kernel<Policy, scalar_t, V, offset_t>, rows, partials, out, sorted);
   });
 }
 
