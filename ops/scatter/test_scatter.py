@@ -529,6 +529,26 @@ def test_cpu_deterministic() -> None:
 # --------------------------------------------------------------------------- out=
 
 
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cpu_out_keeps_negative_zero(reduce: str, threads: int) -> None:
+    """A -0.0 of out= that no source reaches stays -0.0, as in index_add_,
+    also when each thread sums into a copy of the output that is added into
+    out at the end (two threads, output rows with four sources or more)."""
+    g = torch.Generator().manual_seed(11)
+    E, F, N = 40_000, 4, 1000
+    src = torch.randn(E, F, generator=g)
+    index = 2 * torch.randint(0, N // 2, (E,), generator=g)  # the odd rows get nothing
+    out = torch.randn(N, F, generator=g)
+    out[1::2] = -0.0
+    want = out.double().index_add(0, index, src.double())
+    with cpu_threads(threads):
+        getattr(torchplug, f"scatter_{reduce}")(src, index, 0, out=out)
+    assert torch.signbit(out[1::2]).all()
+    if reduce == "sum":
+        torch.testing.assert_close(out, want.float(), rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape, dim, kind, N", CASES[::2])
 def test_out_accumulates(

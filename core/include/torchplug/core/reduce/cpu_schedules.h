@@ -381,7 +381,7 @@ void scatter_rows(const ScatterProblem& p, const scalar_t* src, const int64_t* i
   const int64_t private_bytes = (threads - 1) * out_numel * slot_bytes<Policy, acc_t, arg_t>();
   if (private_bytes <= kPrivateBytes && p.N * 4 <= p.E) {
     const at::Tensor copies =
-        at::full({threads - 1, out_numel}, Policy::template identity<acc_t>(),
+        at::full({threads - 1, out_numel}, partial_identity<Policy, acc_t>(),
                  p.src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
     // A copy's args are positions of its own chunk of the source, all larger
     // than those of the copies before it.

@@ -182,6 +182,20 @@ C10_HOST_DEVICE T finish(T value, int64_t count, bool initial) {
   }
 }
 
+// The value a partial (a thread's copy of the output, a block's share of a
+// row) starts from: combined into a slot, it leaves the slot as it is. The
+// identity, but -0.0 for the sums, where +0.0 would turn a -0.0 of out= that
+// no source reaches into +0.0.
+template <typename Policy, typename T>
+C10_HOST_DEVICE constexpr T partial_identity() {
+  if constexpr ((Policy::kReduce == Reduce::kSum || Policy::kReduce == Reduce::kMean) &&
+                std::is_floating_point_v<T>) {
+    return T(-0.0);
+  } else {
+    return Policy::template identity<T>();
+  }
+}
+
 // A list of policies: a family's reductions. for_each calls fn(Policy{})
 // for each (policies are empty types).
 template <typename... Policies>
