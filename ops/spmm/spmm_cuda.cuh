@@ -149,13 +149,10 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
   }
 }
 
-// The hubs' partials: [hubs.partials()][F] accumulators, and for min and
-// max the edge holding each.
+// The hubs' partials: [hubs.partials()][F] accumulators (outer index 0),
+// and for min and max the edge holding each.
 template <typename acc_t>
-struct Partials {
-  acc_t* value;
-  int64_t* held;
-};
+using Partials = core::HubPartials<acc_t, int64_t>;
 
 // hubs.for_each_run over rowptr, clamped as row_bounds clamps it.
 template <typename Run>
@@ -172,63 +169,41 @@ template <typename Policy, typename scalar_t, int V, bool kWeighted>
 __global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
                                          const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
                                          Partials<at::opmath_type<scalar_t>> partials, Sizes s,
-                                         core::HubBlocks hubs, const int32_t* __restrict__ long_rows) {
+                                         const int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, hubs.blocks * vectors) {
+  TORCHPLUG_GRID_STRIDE_LOOP(t, partials.hubs.blocks * vectors) {
     const int64_t block = t / vectors;
     const int64_t offset = (t - block * vectors) * V;
-    for_each_rowptr_hub_run(hubs, core::HubLevel::kBlock, block, rowptr, s,
+    for_each_rowptr_hub_run(partials.hubs, core::HubLevel::kBlock, block, rowptr, s,
                             [&](int64_t from, int64_t to, int64_t partial) {
       acc_t acc[V];
       int64_t held[V];
-      start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
+      partials.template start<Policy>(acc, held);
       add_edge_range<Policy, false, kWeighted>(acc, held, col, head_weights(value, offset, s), x, from, to, s,
                                                offset);
-      const int64_t slot = hubs.at(0, partial, s.F) + offset;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        partials.value[slot + j] = acc[j];
-        if constexpr (Policy::kHasArg) partials.held[slot + j] = held[j];
-      }
+      partials.template store<Policy>(0, partial, s.F, offset, acc, held);
     });
   }
 }
 
 template <typename Policy, typename scalar_t, int V>
 __global__ void spmm_hub_groups_kernel(const int64_t* __restrict__ rowptr,
-                                       Partials<at::opmath_type<scalar_t>> partials, Sizes s, core::HubBlocks hubs,
+                                       Partials<at::opmath_type<scalar_t>> partials, Sizes s,
                                        const int32_t* __restrict__ long_rows) {
-  using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
   if (*long_rows == 0) return;
   const int64_t vectors = s.F / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, hubs.groups * vectors) {
+  TORCHPLUG_GRID_STRIDE_LOOP(t, partials.hubs.groups * vectors) {
     const int64_t group = t / vectors;
     const int64_t offset = (t - group * vectors) * V;
-    for_each_rowptr_hub_run(hubs, core::HubLevel::kGroup, group, rowptr, s,
+    for_each_rowptr_hub_run(partials.hubs, core::HubLevel::kGroup, group, rowptr, s,
                             [&](int64_t from, int64_t to, int64_t partial) {
-      acc_t acc[V];
-      int64_t held[V];
-      start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
-      hubs.for_each_partial(core::HubLevel::kBlock, from, to, [&](int64_t block_partial) {
-        const int64_t slot = hubs.at(0, block_partial, s.F) + offset;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const int64_t position = Policy::kHasArg ? partials.held[slot + j] : 0;
-          core::combine_at<Policy, false>(acc[j], held[j], partials.value[slot + j], position);
-        }
-      });
-      const int64_t slot = hubs.at(0, partial, s.F) + offset;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        partials.value[slot + j] = acc[j];
-        if constexpr (Policy::kHasArg) partials.held[slot + j] = held[j];
-      }
+      partials.template merge_group<Policy, V>(0, from, to, partial, s.F, offset);
     });
   }
 }
@@ -236,8 +211,7 @@ __global__ void spmm_hub_groups_kernel(const int64_t* __restrict__ rowptr,
 template <typename Policy, typename scalar_t, int V>
 __global__ void spmm_store_hubs_kernel(const int64_t* __restrict__ rowptr,
                                        Partials<at::opmath_type<scalar_t>> partials, scalar_t* __restrict__ out,
-                                       int64_t* __restrict__ arg, Sizes s, core::HubBlocks hubs,
-                                       const int32_t* __restrict__ long_rows) {
+                                       int64_t* __restrict__ arg, Sizes s, const int32_t* __restrict__ long_rows) {
   using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
   if (*long_rows == 0) return;
@@ -247,18 +221,11 @@ __global__ void spmm_store_hubs_kernel(const int64_t* __restrict__ rowptr,
     const int64_t offset = (t - row * vectors) * V;
     int64_t start, end;
     row_bounds(rowptr, row, s.nnz, start, end);
-    if (!hubs.is_hub(start, end)) continue;
+    if (!partials.hubs.is_hub(start, end)) continue;
     acc_t acc[V];
     int64_t held[V];
     start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
-    hubs.for_each_hub_partial(start, end, [&](int64_t partial) {
-      const int64_t slot = hubs.at(0, partial, s.F) + offset;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const int64_t position = Policy::kHasArg ? partials.held[slot + j] : 0;
-        core::combine_at<Policy, false>(acc[j], held[j], partials.value[slot + j], position);
-      }
-    });
+    partials.template merge_hub<Policy>(0, start, end, s.F, offset, acc, held);
     write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
   }
 }
@@ -287,16 +254,16 @@ void launch_spmm(const SpmmProblem& p) {
                                        p.x.options().dtype(at::toOpMathType(p.x.scalar_type())));
     const at::Tensor helds = at::full({Policy::kHasArg ? hubs.partials() * p.F : 0},
                                       std::numeric_limits<int64_t>::max(), p.rowptr.options());
-    const Partials<acc_t> partials{values.mutable_data_ptr<acc_t>(), helds.mutable_data_ptr<int64_t>()};
+    const Partials<acc_t> partials{values.mutable_data_ptr<acc_t>(), helds.mutable_data_ptr<int64_t>(), hubs};
     core::launch_one_wave_chained(spmm_hub_partials_kernel<Policy, scalar_t, V, kWeighted>, hubs.blocks * (p.F / V),
-                                  rowptr, p.col.const_data_ptr<int64_t>(), value, x, partials, s, hubs,
+                                  rowptr, p.col.const_data_ptr<int64_t>(), value, x, partials, s,
                                   flag.const_data_ptr<int32_t>());
     if (hubs.groups > 1) {
       core::launch_one_wave_chained(spmm_hub_groups_kernel<Policy, scalar_t, V>, hubs.groups * (p.F / V), rowptr,
-                                    partials, s, hubs, flag.const_data_ptr<int32_t>());
+                                    partials, s, flag.const_data_ptr<int32_t>());
     }
     core::launch_one_wave_chained(spmm_store_hubs_kernel<Policy, scalar_t, V>, items, rowptr, partials, out, arg, s,
-                                  hubs, flag.const_data_ptr<int32_t>());
+                                  flag.const_data_ptr<int32_t>());
   });
 }
 

@@ -171,6 +171,24 @@ def test_scatter_hubs_leave_out_index_values_outside(reduce: str, mode: str, cud
     torch.testing.assert_close(got, want.float())
 
 
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+@pytest.mark.parametrize("mode", ["default", "deterministic"])
+def test_scatter_hub_of_negative_zeros_into_out(order: str, mode: str, device: str) -> None:
+    """Hubs whose sources are all -0.0, summed into a -0.0 of out=, stay
+    -0.0 as in index_add_ (on CUDA their partials start at -0.0, not +0.0)."""
+    g = torch.Generator().manual_seed(11)
+    n = LAYOUTS["limit-32"][0]
+    index = _index("limit-32", order, g)
+    src = torch.full((index.numel(), F), -0.0)
+    want = torch.full((n, F), -0.0).index_add_(0, index, src)
+    out = torch.full((n, F), -0.0, device=device)
+    with deterministic_algorithms() if mode == "deterministic" else contextlib.nullcontext():
+        torchplug.scatter_sum(src.to(device), index.to(device), 0, out=out)
+    assert torch.signbit(want).all()
+    assert torch.equal(torch.signbit(out.cpu()), torch.signbit(want))
+    assert not out.any()
+
+
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
 def test_segment_csr_hubs(layout: str, reduce: str, device: str) -> None:

@@ -7,6 +7,10 @@
 //   core::atomic_combine_vector<Policy>(out + slot, values);   // N consecutive values
 //   core::atomic_min_position(arg + slot, e);                  // the arg passes
 //
+// and its register form for the kernels that combine a row's values in one
+// thread (row kernels, hub passes): core::combine_at<Policy, kInOrder>(sum,
+// arg, value, position).
+//
 // kAdd policies add (float vectors as one 16- or 8-byte atomic on sm_90,
 // core/atomic.cuh). kMinMax policies take the hardware's integer min or max
 // atomic: on integers directly, on floating values on their bits (below).
@@ -117,6 +121,23 @@ __device__ __forceinline__ void atomic_combine_vector(T* address, const T (&valu
 // *address = min(*address, position): the smallest source position wins.
 __device__ __forceinline__ void atomic_min_position(int64_t* address, int64_t position) {
   atomicMin(reinterpret_cast<long long*>(address), static_cast<long long>(position));
+}
+
+// sum (op)= value; with an arg (min, max), arg follows sum: the smallest
+// position of a value holding it. In source order (kInOrder) that is the
+// first value to win, and no position is compared: the caller starts arg at
+// the row's first position, which holds the identity if no value wins. Min and
+// max with arg are bound by instructions, not memory.
+template <typename Policy, bool kInOrder, typename acc_t, typename offset_t>
+__device__ __forceinline__ void combine_at(acc_t& sum, offset_t& arg, acc_t value, offset_t position) {
+  if constexpr (Policy::kHasArg) {
+    if (Policy::wins(value, sum) || (!kInOrder && Policy::holds(value, sum) && position < arg)) {
+      sum = value;
+      arg = position;
+    }
+  } else {
+    Policy::combine(sum, value);
+  }
 }
 
 }  // namespace torchplug::core

@@ -28,11 +28,13 @@
 // outer index.
 
 #include "torchplug/core/launch.cuh"
+#include "torchplug/core/reduce/policy.cuh"
 
 #include <ATen/ceil_div.h>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace torchplug::core {
 
@@ -146,6 +148,75 @@ struct HubBlocks {
   template <typename Take>
   __device__ __forceinline__ void for_each_hub_partial(int64_t start, int64_t end, Take take) const {
     for_each_partial(crosses_groups(start, end) ? HubLevel::kGroup : HubLevel::kBlock, start, end, take);
+  }
+};
+
+// The hubs' partials: [outer][hubs.partials()][inner] accumulators, and for
+// min and max the position holding each. Every family's hub passes start,
+// store and merge their V accumulators of a column vector here.
+template <typename acc_t, typename position_t>
+struct HubPartials {
+  acc_t* value;
+  position_t* arg;
+  HubBlocks hubs;
+
+  // A partial before its first source: partial_identity, so that a hub of
+  // -0.0 sources into a -0.0 of out= stays -0.0; `held` at `position` (the
+  // block's first, for a block walked in order) or at none.
+  template <typename Policy, int V>
+  __device__ __forceinline__ static void start(acc_t (&sum)[V], position_t (&held)[V],
+                                               position_t position = std::numeric_limits<position_t>::max()) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      sum[j] = partial_identity<Policy, acc_t>();
+      held[j] = position;
+    }
+  }
+
+  // Stores sum (and held) as partial `partial` of outer index o, columns
+  // [column, column + V) of inner.
+  template <typename Policy, int V>
+  __device__ __forceinline__ void store(int64_t o, int64_t partial, int64_t inner, int64_t column,
+                                        const acc_t (&sum)[V], const position_t (&held)[V]) const {
+    const int64_t slot = hubs.at(o, partial, inner) + column;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      value[slot + j] = sum[j];
+      if constexpr (Policy::kHasArg) arg[slot + j] = held[j];
+    }
+  }
+
+  // Combines partial `partial` into sum (and held), after what they hold.
+  template <typename Policy, int V>
+  __device__ __forceinline__ void merge_into(int64_t o, int64_t partial, int64_t inner, int64_t column,
+                                             acc_t (&sum)[V], position_t (&held)[V]) const {
+    const int64_t slot = hubs.at(o, partial, inner) + column;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const position_t position = Policy::kHasArg ? arg[slot + j] : position_t{0};
+      combine_at<Policy, false>(sum[j], held[j], value[slot + j], position);
+    }
+  }
+
+  // The group pass: merges, in block order, the block partials of a hub's
+  // run [from, to) in a group into its group partial `partial`.
+  template <typename Policy, int V>
+  __device__ __forceinline__ void merge_group(int64_t o, int64_t from, int64_t to, int64_t partial, int64_t inner,
+                                              int64_t column) const {
+    acc_t sum[V];
+    position_t held[V];
+    start<Policy>(sum, held);
+    hubs.for_each_partial(HubLevel::kBlock, from, to,
+                          [&](int64_t block_partial) { merge_into<Policy>(o, block_partial, inner, column, sum, held); });
+    store<Policy>(o, partial, inner, column, sum, held);
+  }
+
+  // The last pass: merges, in order, every partial of hub [start, end) into sum (and held).
+  template <typename Policy, int V>
+  __device__ __forceinline__ void merge_hub(int64_t o, int64_t start, int64_t end, int64_t inner, int64_t column,
+                                            acc_t (&sum)[V], position_t (&held)[V]) const {
+    hubs.for_each_hub_partial(start, end,
+                              [&](int64_t partial) { merge_into<Policy>(o, partial, inner, column, sum, held); });
   }
 };
 

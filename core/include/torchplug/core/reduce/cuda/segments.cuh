@@ -29,7 +29,6 @@
 
 namespace torchplug::core {
 
-
 // Item t of a grid over (outer, row, column vector).
 struct RowItem {
   int64_t slot;  // o * N + row
@@ -43,23 +42,6 @@ __device__ __forceinline__ RowItem row_item(int64_t t, int64_t vectors, int64_t 
   item.o = outer == 1 ? 0 : item.slot / N;
   item.row = item.slot - item.o * N;
   return item;
-}
-
-// sum (op)= value; with an arg (min, max), arg follows sum: the smallest
-// position of a value holding it. In source order (kInOrder) that is the
-// first value to win, and no position is compared: start_row sets arg to the
-// row's first position, which holds the identity if no value wins. Min and
-// max with arg are bound by instructions, not memory.
-template <typename Policy, bool kInOrder, typename acc_t, typename offset_t>
-__device__ __forceinline__ void combine_at(acc_t& sum, offset_t& arg, acc_t value, offset_t position) {
-  if constexpr (Policy::kHasArg) {
-    if (Policy::wins(value, sum) || (!kInOrder && Policy::holds(value, sum) && position < arg)) {
-      sum = value;
-      arg = position;
-    }
-  } else {
-    Policy::combine(sum, value);
-  }
 }
 
 // Combines sources k .. k + U - 1 of a row into sum, with all U loads in flight.
@@ -282,15 +264,6 @@ __global__ void identity_kernel(scalar_t* __restrict__ out, int64_t vectors, Gat
   TORCHPLUG_GRID_STRIDE_LOOP(t, vectors) reinterpret_cast<Vector<scalar_t, V>*>(out)[t] = identity;
 }
 
-// The hubs' partials: [outer][hubs.partials()][inner] values, and for min
-// and max the position holding each (a position of the problem).
-template <typename acc_t, typename offset_t>
-struct HubPartials {
-  acc_t* value;
-  offset_t* arg;
-  HubBlocks hubs;
-};
-
 // The number of positions the CSR's rows cover (index values in [0, N)).
 template <typename offset_t>
 __device__ __forceinline__ int64_t sorted_positions(const Csr<offset_t>& csr, int64_t N, bool permuted) {
@@ -333,24 +306,16 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int6
     for_each_hub_run(partials.hubs, HubLevel::kBlock, block, positions, csr, index, N, permuted,
                      [&](int64_t from, int64_t to, int64_t partial) {
       acc_t sum[V];
-      offset_t arg[V];  // see start_row: from, in order
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        sum[j] = Policy::template identity<acc_t>();
-        arg[j] = permuted ? std::numeric_limits<offset_t>::max() : static_cast<offset_t>(from);
-      }
+      offset_t arg[V];
       const auto first = static_cast<offset_t>(from), last = static_cast<offset_t>(to);
+      // See start_row: in order, held at the run's first position.
+      partials.template start<Policy>(sum, arg, permuted ? std::numeric_limits<offset_t>::max() : first);
       if (permuted) {
         add_row<Policy, true, scalar_t, V>(sum, arg, column, csr.perm, first, last, inner);
       } else {
         add_row<Policy, false, scalar_t, V>(sum, arg, column, csr.perm, first, last, inner);
       }
-      const int64_t slot = partials.hubs.at(o, partial, inner) + v * V;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        partials.value[slot + j] = sum[j];
-        if constexpr (Policy::kHasArg) partials.arg[slot + j] = arg[j];
-      }
+      partials.template store<Policy>(o, partial, inner, v * V, sum, arg);
     });
   }
 }
@@ -361,41 +326,19 @@ template <typename Policy, typename scalar_t, int V, typename offset_t>
 __global__ void hub_groups_kernel(const int64_t* __restrict__ index, Csr<offset_t> csr,
                                   HubPartials<at::opmath_type<scalar_t>, offset_t> partials, int64_t inner, int64_t N,
                                   int64_t items) {
-  using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
   if (*csr.long_rows == 0) return;
   const bool permuted = *csr.unsorted != 0;
   const int64_t positions = sorted_positions(csr, N, permuted);
   const int64_t vectors = inner / V;
-  const HubBlocks& hubs = partials.hubs;
   TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
     const int64_t v = t % vectors;
-    const int64_t group = t / vectors % hubs.groups;
-    const int64_t o = t / vectors / hubs.groups;
-    for_each_hub_run(hubs, HubLevel::kGroup, group, positions, csr, index, N, permuted,
+    const int64_t group = t / vectors % partials.hubs.groups;
+    const int64_t o = t / vectors / partials.hubs.groups;
+    for_each_hub_run(partials.hubs, HubLevel::kGroup, group, positions, csr, index, N, permuted,
                      [&](int64_t from, int64_t to, int64_t partial) {
-      acc_t sum[V];
-      offset_t arg[V];
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        sum[j] = Policy::template identity<acc_t>();
-        arg[j] = std::numeric_limits<offset_t>::max();
-      }
-      hubs.for_each_partial(HubLevel::kBlock, from, to, [&](int64_t block_partial) {
-        const int64_t slot = hubs.at(o, block_partial, inner) + v * V;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const offset_t position = Policy::kHasArg ? partials.arg[slot + j] : offset_t{0};
-          combine_at<Policy, false>(sum[j], arg[j], partials.value[slot + j], position);
-        }
-      });
-      const int64_t slot = hubs.at(o, partial, inner) + v * V;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        partials.value[slot + j] = sum[j];
-        if constexpr (Policy::kHasArg) partials.arg[slot + j] = arg[j];
-      }
+      partials.template merge_group<Policy, V>(o, from, to, partial, inner, v * V);
     });
   }
 }
@@ -420,14 +363,7 @@ __global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_
     acc_t sum[V];
     offset_t arg[V];
     start_row<Policy, false>(sum, arg, target, s.accumulate, start);
-    s.hubs.for_each_hub_partial(start, end, [&](int64_t partial) {
-      const int64_t slot = partials.hubs.at(item.o, partial, s.inner) + item.v * V;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const offset_t position = Policy::kHasArg ? partials.arg[slot + j] : offset_t{0};
-        combine_at<Policy, false>(sum[j], arg[j], partials.value[slot + j], position);
-      }
-    });
+    partials.template merge_hub<Policy>(item.o, start, end, s.inner, item.v * V, sum, arg);
     write_row<Policy>(s, item, target, sum, arg, end - start);
   }
 }
