@@ -526,6 +526,93 @@ def test_cpu_deterministic() -> None:
         torch.testing.assert_close(torchplug.scatter_sum(src, index, 0, dim_size=300), first, rtol=0, atol=0)
 
 
+#: (outer slices, E, N) along dim=-1: few slots, many slices (on CUDA the
+#: ordered bins where a block's shared memory allows, the ordered segments
+#: otherwise: N=4096 of float64 min and max).
+LAST_DIM_CASES = [(3, 12_411, 300), (700, 32_773, 300), (2, 65_543, 4096)]
+
+
+def last_dim_index(layout: str, E: int, N: int, g: torch.Generator) -> torch.Tensor:
+    """A CPU index: det_index's layouts, every other slot left empty, or
+    random with every 97th value outside [0, N) (CUDA leaves those out)."""
+    if layout == "every-other-slot":
+        return 2 * torch.randint(0, N // 2, (E,), generator=g)
+    if layout == "strays":
+        index = torch.randint(0, N, (E,), generator=g)
+        stray = torch.arange(0, E, 97)
+        index[stray] = torch.where(stray % 2 == 0, -1, N)
+        return index
+    return det_index(layout, E, N, g)
+
+
+def last_dim_reference(src: torch.Tensor, index: torch.Tensor, N: int, reduce: str) -> tuple:
+    """torch_scatter's result along the last dim in float64 (an empty slot
+    gives 0, 1 for mul), and min's and max's arg: the smallest position
+    holding each slot's value, E for an empty slot. Values outside [0, N)
+    go to an extra slot, dropped."""
+    wide = src.double()
+    E = wide.shape[-1]
+    slots = torch.where((index >= 0) & (index < N), index, N).view(1, -1).expand_as(wide)
+    start = wide.new_ones if reduce == "mul" else wide.new_zeros
+    name = {"sum": "sum", "mean": "mean", "mul": "prod", "min": "amin", "max": "amax"}[reduce]
+    values = start(wide.shape[0], N + 1).scatter_reduce(1, slots, wide, name, include_self=False)
+    positions = torch.arange(E).expand_as(wide)
+    candidates = torch.where(wide == values.gather(1, slots), positions, E)
+    arg = torch.full_like(values, E, dtype=torch.long).scatter_reduce(1, slots, candidates, "amin")
+    return values[:, :N], arg[:, :N]
+
+
+@pytest.mark.parametrize("layout", ["random", "every-other-slot", "power-law", "strays"])
+@pytest.mark.parametrize("outer, E, N", LAST_DIM_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("reduce", ["sum", "mean", "mul", "min", "max"])
+def test_deterministic_mode_along_the_last_dim(
+    reduce: str, dtype: torch.dtype, outer: int, E: int, N: int, layout: str, cuda_device: str
+) -> None:
+    """Deterministic mode along dim=-1 of src [outer, E] into N slots: the
+    values against a float64 reference, min's and max's arg the first
+    position holding the value, a second call bitwise the same, and into
+    out= a -0.0 that no source reaches stays -0.0. Integer values (powers of
+    two for mul): every sum and product is exact."""
+    g = torch.Generator().manual_seed(E + N)
+    index = last_dim_index(layout, E, N, g)
+    if reduce == "mul":
+        picks = torch.multinomial(torch.tensor([0.02, 0.96, 0.02]), outer * E, replacement=True, generator=g)
+        src = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)[picks].view(outer, E)
+    else:
+        src = torch.randint(-50, 51, (outer, E), generator=g).double()
+    want, want_arg = last_dim_reference(src, index, N, reduce)
+    src_d, index_d = src.to(cuda_device, dtype), index.to(cuda_device)
+    op = getattr(torchplug, f"scatter_{reduce}")
+    with deterministic_algorithms():
+        first, again = op(src_d, index_d, -1, dim_size=N), op(src_d, index_d, -1, dim_size=N)
+    if reduce in ("min", "max"):
+        assert torch.equal(first[1].cpu(), want_arg)
+        assert_bitwise(again[1], first[1])
+        first, again = first[0], again[0]
+    torch.testing.assert_close(first.cpu(), want.to(dtype))
+    assert_bitwise(again, first)
+    if reduce == "sum":
+        out = torch.full((outer, N), -0.0, dtype=dtype, device=cuda_device)
+        with deterministic_algorithms():
+            torchplug.scatter_sum(src_d, index_d, -1, out=out)
+        torch.testing.assert_close(out.cpu(), want.to(dtype))
+        reached = torch.bincount(index[(index >= 0) & (index < N)], minlength=N) > 0
+        assert torch.signbit(out[:, ~reached.to(cuda_device)]).all()
+
+
+def test_deterministic_mode_along_the_last_dim_takes_the_ordered_bins(cuda_device: str) -> None:
+    """The bench's dim=-1 shape (a thousand slots, many slices) takes the
+    ordered bins in deterministic mode."""
+    src = torch.randn(256, 20_000, device=cuda_device)
+    index = torch.randint(0, 1000, (20_000,), device=cuda_device)
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    with deterministic_algorithms(), torch.profiler.profile(activities=activities) as profile:
+        torchplug.scatter_sum(src, index, -1, dim_size=1000)
+        torch.cuda.synchronize()
+    assert any("ordered_bins_kernel" in event.name for event in profile.events())
+
+
 # --------------------------------------------------------------------------- out=
 
 

@@ -7,6 +7,10 @@
 //
 // Which strategy runs (index values outside [0, N) are skipped by every one):
 //   deterministic mode (torch.use_deterministic_algorithms), floating types
+//       -> inner == 1 over two or more outer slices into few slots
+//       (takes_ordered_bins) -> ordered bins (cuda/ordered_bins.cuh): the
+//       index's order built once per chunk, each chunk's values combined in
+//       shared memory in order; else
 //       -> ordered segments: a stable sort of the index (or, for an index
 //       of src's shape, of the flat output slots) and the segment kernel, each
 //       slot combining its sources in source order; one value per source
@@ -28,6 +32,7 @@
 // The cost limits between strategies were measured for sum.
 
 #include "torchplug/core/reduce/cuda/atomic_rows.cuh"
+#include "torchplug/core/reduce/cuda/ordered_bins.cuh"
 #include "torchplug/core/reduce/cuda/segments.cuh"
 #include "torchplug/core/reduce/cuda/shared_bins.cuh"
 #include "torchplug/core/reduce/cuda/sorted_values.cuh"
@@ -303,7 +308,11 @@ void scatter_kernel_cuda(const ScatterProblem& p) {
       if (!p.accumulate) p.out.fill_(Policy::template empty<acc_t>());
       if constexpr (Policy::kHasArg) p.arg.fill_(p.E);
     } else if (std::is_floating_point_v<acc_t> && at::globalContext().deterministicAlgorithms()) {
-      segments<Policy, scalar_t>(p, true, !p.index_1d);
+      if (takes_ordered_bins<Policy, scalar_t>(p)) {
+        ordered_bins_reduce<Policy, scalar_t>(p);
+      } else {
+        segments<Policy, scalar_t>(p, true, !p.index_1d);
+      }
     } else if (takes_atomic_rows<Policy, scalar_t>(p)) {
       atomic_rows<Policy, scalar_t>(p);
     } else if (p.index_1d && p.inner > 1) {

@@ -1,0 +1,235 @@
+#pragma once
+
+// Deterministic mode's schedule for rows of one value (inner == 1) over many
+// outer slices into few slots, one 1-D index for all: torch_scatter's
+// default dim=-1 on a wide tensor. The index's order is built once for every
+// slice: each chunk of kBinChunk positions sorted by slot, stably, and where
+// each slot's run starts in it. Then one block per (outer index, span of
+// chunks) loads each chunk's values coalesced into shared memory, and each
+// thread combines the runs of the slots it owns, in order, into running
+// partials in shared memory; a last pass merges the spans' partials in span
+// order. Every value is read once and coalesced, where the ordered segments
+// read each through the permutation, a 32-byte sector per 4-byte value
+// (docs/benchmarks.md). Each slot combines its sources in source order: the
+// same bits every run, and min and max hold the first position.
+// Extra memory: 2 bytes a position (the order), (N + 1) x 2 bytes a chunk
+// (the run starts), N counts and outer x spans x N partials.
+
+#include "torchplug/core/launch.cuh"
+#include "torchplug/core/reduce/cuda/shared_bins.cuh"
+#include "torchplug/core/reduce/policy.cuh"
+#include "torchplug/core/reduce/problem.h"
+#include "torchplug/core/scratch.cuh"
+
+#include <ATen/OpMathType.h>
+#include <ATen/ceil_div.h>
+#include <ATen/ops/zeros.h>
+#include <cub/block/block_radix_sort.cuh>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace torchplug::core {
+
+// A chunk: the positions one block of kOrderThreads x kOrderItems sorts.
+constexpr int kOrderThreads = 512;
+constexpr int kOrderItems = 8;
+constexpr int kBinChunk = kOrderThreads * kOrderItems;
+// Slots at most: a slot and a run start are 2 bytes.
+constexpr int64_t kMaxOrderedBins = 4096;
+// Shared memory a block may take without opting in.
+constexpr int64_t kOrderedBinsSharedBytes = int64_t{48} << 10;
+// A position no source holds yet (positions are int32: E <= INT32_MAX).
+constexpr int32_t kNoPosition = std::numeric_limits<int32_t>::max();
+
+// The index's order, the same for every slice.
+struct BinOrder {
+  uint16_t* order;   // [chunks][kBinChunk]: each chunk's positions by slot, in source order within a slot
+  uint16_t* starts;  // [chunks][N + 1]: where slot s's run starts; slot N (index values outside [0, N)) ends it
+  int32_t* counts;   // [N]: each slot's sources in all chunks (mean's divisor)
+  int64_t E, N, chunks;
+};
+
+// One block per chunk: cub's stable block radix sort of its slots (N for
+// an index value outside [0, N) and for the last chunk's padding), then one
+// binary search per slot for its run's start.
+static __global__ void __launch_bounds__(kOrderThreads)
+    bin_order_kernel(const int64_t* __restrict__ index, BinOrder b, int end_bit) {
+  using Sort = cub::BlockRadixSort<uint16_t, kOrderThreads, kOrderItems, uint16_t>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    uint16_t slots[kBinChunk];
+  } shared;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(kBinChunk);
+  uint16_t slots[kOrderItems], positions[kOrderItems];
+#pragma unroll
+  for (int i = 0; i < kOrderItems; ++i) {
+    const int position = threadIdx.x * kOrderItems + i;
+    const int64_t row = first + position < b.E ? index[first + position] : b.N;
+    const bool kept = row >= 0 && row < b.N;
+    slots[i] = static_cast<uint16_t>(kept ? row : b.N);
+    positions[i] = static_cast<uint16_t>(position);
+    if (kept) atomicAdd(b.counts + row, 1);
+  }
+  Sort(shared.sort).SortBlockedToStriped(slots, positions, 0, end_bit);
+  __syncthreads();  // the sort's storage is free again
+#pragma unroll
+  for (int i = 0; i < kOrderItems; ++i) {
+    const int rank = i * kOrderThreads + threadIdx.x;
+    shared.slots[rank] = slots[i];
+    b.order[first + rank] = positions[i];
+  }
+  __syncthreads();
+  for (int64_t s = threadIdx.x; s <= b.N; s += kOrderThreads) {
+    int low = 0, high = kBinChunk;
+    while (low < high) {
+      const int mid = (low + high) / 2;
+      if (shared.slots[mid] < s) {
+        low = mid + 1;
+      } else {
+        high = mid;
+      }
+    }
+    b.starts[blockIdx.x * (b.N + 1) + s] = static_cast<uint16_t>(low);
+  }
+}
+
+// The shared memory of one ordered_bins_kernel block: a chunk's values and
+// order, then each slot's running partial (and position, for an arg).
+template <typename Policy, typename scalar_t>
+constexpr int64_t ordered_bins_bytes(int64_t N) {
+  using acc_t = at::opmath_type<scalar_t>;
+  return kBinChunk * static_cast<int64_t>(sizeof(scalar_t) + sizeof(uint16_t)) +
+         N * static_cast<int64_t>(sizeof(acc_t) + (Policy::kHasArg ? sizeof(int32_t) : 0));
+}
+
+// One block per (outer index, span of chunks). Slot s belongs to thread
+// s % blockDim.x, which alone reads and writes its partial: the barriers
+// guard only the chunk's values and order.
+template <typename Policy, typename scalar_t, typename acc_t>
+__global__ void ordered_bins_kernel(const scalar_t* __restrict__ src, BinOrder b, int64_t spans,
+                                    acc_t* __restrict__ partial_values, int32_t* __restrict__ partial_args) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  auto* values = reinterpret_cast<scalar_t*>(shared_bytes);
+  auto* order = reinterpret_cast<uint16_t*>(values + kBinChunk);
+  auto* sums = reinterpret_cast<acc_t*>(order + kBinChunk);
+  auto* args = reinterpret_cast<int32_t*>(sums + b.N);
+  const int64_t o = blockIdx.x / spans, span = blockIdx.x % spans;
+  for (int64_t s = threadIdx.x; s < b.N; s += blockDim.x) {
+    sums[s] = partial_identity<Policy, acc_t>();
+    if constexpr (Policy::kHasArg) args[s] = kNoPosition;
+  }
+  const scalar_t* slice = src + o * b.E;
+  for (int64_t c = span * b.chunks / spans; c < (span + 1) * b.chunks / spans; ++c) {
+    const int64_t first = c * kBinChunk;
+    const int length = static_cast<int>(std::min<int64_t>(kBinChunk, b.E - first));
+    __syncthreads();  // the last chunk's runs are walked
+    // Unrolled: a thread's loads of the chunk go out together.
+#pragma unroll 4
+    for (int i = threadIdx.x; i < length; i += blockDim.x) {
+      values[i] = slice[first + i];
+      order[i] = b.order[first + i];
+    }
+    __syncthreads();
+    const uint16_t* starts = b.starts + c * (b.N + 1);
+    for (int64_t s = threadIdx.x; s < b.N; s += blockDim.x) {
+      acc_t sum = sums[s];
+      int32_t arg = Policy::kHasArg ? args[s] : kNoPosition;
+      const int end = starts[s + 1];
+      for (int k = starts[s]; k < end; ++k) {
+        const int32_t position = static_cast<int32_t>(first) + order[k];
+        // In order, the first source holds the result until a value wins.
+        if (arg == kNoPosition) arg = position;
+        combine_at<Policy, true>(sum, arg, static_cast<acc_t>(values[order[k]]), position);
+      }
+      sums[s] = sum;
+      if constexpr (Policy::kHasArg) args[s] = arg;
+    }
+  }
+  const int64_t base = (o * spans + span) * b.N;
+  for (int64_t s = threadIdx.x; s < b.N; s += blockDim.x) {
+    partial_values[base + s] = sums[s];
+    if constexpr (Policy::kHasArg) partial_args[base + s] = args[s];
+  }
+}
+
+// One thread per (outer index, slot): the spans' partials in span order,
+// after out's values (before, for min and max: in order, out's value joins
+// after the sources and holds no position), then the result and its arg.
+template <typename Policy, typename scalar_t, typename acc_t>
+__global__ void merge_bins_kernel(const acc_t* __restrict__ partial_values, const int32_t* __restrict__ partial_args,
+                                  BinOrder b, int64_t spans, int64_t outer, bool accumulate,
+                                  scalar_t* __restrict__ out, int64_t* __restrict__ arg) {
+  TORCHPLUG_GRID_STRIDE_LOOP(t, outer * b.N) {
+    const int64_t o = t / b.N, s = t - o * b.N;
+    acc_t sum = accumulate && !Policy::kHasArg ? static_cast<acc_t>(out[t]) : Policy::template identity<acc_t>();
+    int32_t held = kNoPosition;
+    for (int64_t span = 0; span < spans; ++span) {
+      const int64_t partial = (o * spans + span) * b.N + s;
+      if constexpr (Policy::kHasArg) {
+        const int32_t position = partial_args[partial];
+        if (held == kNoPosition) {
+          if (position != kNoPosition) sum = partial_values[partial], held = position;
+        } else {
+          combine_at<Policy, true>(sum, held, partial_values[partial], position);
+        }
+      } else {
+        Policy::combine(sum, partial_values[partial]);
+      }
+    }
+    if constexpr (Policy::kHasArg) {
+      if (accumulate) {
+        const auto before = static_cast<acc_t>(out[t]);
+        if (Policy::wins(before, sum)) sum = before, held = kNoPosition;
+      }
+    }
+    const int64_t count = b.counts[s];
+    out[t] = static_cast<scalar_t>(finish<Policy>(sum, count, accumulate));
+    if constexpr (Policy::kHasArg) arg[t] = count == 0 || held == kNoPosition ? b.E : held;
+  }
+}
+
+// Whether p takes the ordered bins: one value per source along a 1-D index
+// shared by two or more slices, a slot count that fits the 2-byte order,
+// a block's shared memory under kOrderedBinsSharedBytes, at least
+// kSharedBinsEntriesPerSlot sources a slot (fewer leave most of a chunk's
+// slots empty) and int32 positions.
+template <typename Policy, typename scalar_t>
+bool takes_ordered_bins(const ScatterProblem& p) {
+  return p.index_1d && p.inner == 1 && p.outer >= 2 && p.N <= kMaxOrderedBins &&
+         ordered_bins_bytes<Policy, scalar_t>(p.N) <= kOrderedBinsSharedBytes &&
+         p.E >= kSharedBinsEntriesPerSlot * p.N && p.E <= std::numeric_limits<int32_t>::max();
+}
+
+template <typename Policy, typename scalar_t>
+void ordered_bins_reduce(const ScatterProblem& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t chunks = at::ceil_div<int64_t>(p.E, kBinChunk);
+  const auto ints = p.index.options().dtype(at::kInt);
+  const auto shorts = p.index.options().dtype(at::kShort);
+  const at::Tensor order = scratch({chunks * kBinChunk}, shorts), starts = scratch({chunks * (p.N + 1)}, shorts);
+  const at::Tensor counts = at::zeros({p.N}, ints);
+  const BinOrder b{reinterpret_cast<uint16_t*>(order.mutable_data_ptr<int16_t>()),
+                   reinterpret_cast<uint16_t*>(starts.mutable_data_ptr<int16_t>()), counts.mutable_data_ptr<int32_t>(),
+                   p.E, p.N, chunks};
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const int end_bit = 64 - __builtin_clzll(static_cast<unsigned long long>(p.N) | 1ull);
+  bin_order_kernel<<<chunks, kOrderThreads, 0, stream>>>(p.index.const_data_ptr<int64_t>(), b, end_bit);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  // Spans: two waves of blocks, no more spans than chunks.
+  const int64_t waves_of_blocks = 2 * resident_threads() / kThreadsPerBlock;
+  const int64_t spans = std::clamp<int64_t>(at::ceil_div<int64_t>(waves_of_blocks, p.outer), 1, chunks);
+  const at::Tensor values = scratch({p.outer * spans * p.N}, p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
+  const at::Tensor args = scratch({Policy::kHasArg ? p.outer * spans * p.N : 0}, ints);
+  ordered_bins_kernel<Policy, scalar_t, acc_t>
+      <<<p.outer * spans, kThreadsPerBlock, ordered_bins_bytes<Policy, scalar_t>(p.N), stream>>>(
+          p.src.const_data_ptr<scalar_t>(), b, spans, values.mutable_data_ptr<acc_t>(),
+          args.mutable_data_ptr<int32_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch(merge_bins_kernel<Policy, scalar_t, acc_t>, p.outer * p.N, values.const_data_ptr<acc_t>(),
+         args.const_data_ptr<int32_t>(), b, spans, p.outer, p.accumulate, p.out.mutable_data_ptr<scalar_t>(),
+         Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr);
+}
+
+}  // namespace torchplug::core
