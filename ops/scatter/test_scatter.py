@@ -24,6 +24,7 @@ landed in each output slot:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -562,18 +563,21 @@ def last_dim_reference(src: torch.Tensor, index: torch.Tensor, N: int, reduce: s
     return values[:, :N], arg[:, :N]
 
 
+@pytest.mark.parametrize("mode", ["deterministic", "default"])
 @pytest.mark.parametrize("layout", ["random", "every-other-slot", "power-law", "strays"])
 @pytest.mark.parametrize("outer, E, N", LAST_DIM_CASES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("reduce", ["sum", "mean", "mul", "min", "max"])
-def test_deterministic_mode_along_the_last_dim(
-    reduce: str, dtype: torch.dtype, outer: int, E: int, N: int, layout: str, cuda_device: str
+def test_along_the_last_dim(
+    reduce: str, dtype: torch.dtype, outer: int, E: int, N: int, layout: str, mode: str, cuda_device: str
 ) -> None:
-    """Deterministic mode along dim=-1 of src [outer, E] into N slots: the
-    values against a float64 reference, min's and max's arg the first
-    position holding the value, a second call bitwise the same, and into
-    out= a -0.0 that no source reaches stays -0.0. Integer values (powers of
-    two for mul): every sum and product is exact."""
+    """Along dim=-1 of src [outer, E] into N slots, in deterministic mode and
+    the default path (whose mul, min and max take the ordered bins too, and
+    mean its counts from shared memory): the values against a float64 reference,
+    min's and max's arg the first position holding the value, a second call
+    bitwise the same, and into out= a -0.0 that no source reaches stays
+    -0.0. Integer values (powers of two for mul): every sum and product is
+    exact, in any order."""
     g = torch.Generator().manual_seed(E + N)
     index = last_dim_index(layout, E, N, g)
     if reduce == "mul":
@@ -584,7 +588,8 @@ def test_deterministic_mode_along_the_last_dim(
     want, want_arg = last_dim_reference(src, index, N, reduce)
     src_d, index_d = src.to(cuda_device, dtype), index.to(cuda_device)
     op = getattr(torchplug, f"scatter_{reduce}")
-    with deterministic_algorithms():
+    in_mode = deterministic_algorithms if mode == "deterministic" else contextlib.nullcontext
+    with in_mode():
         first, again = op(src_d, index_d, -1, dim_size=N), op(src_d, index_d, -1, dim_size=N)
     if reduce in ("min", "max"):
         assert torch.equal(first[1].cpu(), want_arg)
@@ -594,21 +599,25 @@ def test_deterministic_mode_along_the_last_dim(
     assert_bitwise(again, first)
     if reduce == "sum":
         out = torch.full((outer, N), -0.0, dtype=dtype, device=cuda_device)
-        with deterministic_algorithms():
+        with in_mode():
             torchplug.scatter_sum(src_d, index_d, -1, out=out)
         torch.testing.assert_close(out.cpu(), want.to(dtype))
         reached = torch.bincount(index[(index >= 0) & (index < N)], minlength=N) > 0
         assert torch.signbit(out[:, ~reached.to(cuda_device)]).all()
 
 
-def test_deterministic_mode_along_the_last_dim_takes_the_ordered_bins(cuda_device: str) -> None:
+@pytest.mark.parametrize(
+    "reduce, mode", [("sum", "deterministic"), ("mul", "default"), ("min", "default"), ("max", "default")]
+)
+def test_along_the_last_dim_takes_the_ordered_bins(reduce: str, mode: str, cuda_device: str) -> None:
     """The bench's dim=-1 shape (a thousand slots, many slices) takes the
-    ordered bins in deterministic mode."""
+    ordered bins in deterministic mode, and for mul, min and max by default."""
     src = torch.randn(256, 20_000, device=cuda_device)
     index = torch.randint(0, 1000, (20_000,), device=cuda_device)
     activities = [torch.profiler.ProfilerActivity.CUDA]
-    with deterministic_algorithms(), torch.profiler.profile(activities=activities) as profile:
-        torchplug.scatter_sum(src, index, -1, dim_size=1000)
+    in_mode = deterministic_algorithms if mode == "deterministic" else contextlib.nullcontext
+    with in_mode(), torch.profiler.profile(activities=activities) as profile:
+        getattr(torchplug, f"scatter_{reduce}")(src, index, -1, dim_size=1000)
         torch.cuda.synchronize()
     assert any("ordered_bins_kernel" in event.name for event in profile.events())
 

@@ -1,14 +1,14 @@
 #pragma once
 
-// Deterministic mode's schedule for rows of one value (inner == 1) over many
-// outer slices into few slots, one 1-D index for all: torch_scatter's
-// default dim=-1 on a wide tensor. The index's order is built once for every
-// slice: each chunk of kBinChunk positions sorted by slot, stably, and where
-// each slot's run starts in it. Then one block per (outer index, span of
-// chunks) loads each chunk's values coalesced into shared memory, and each
-// thread combines the runs of the slots it owns, in order, into running
-// partials in shared memory; a last pass merges the spans' partials in span
-// order. Every value is read once and coalesced, where the ordered segments
+// The schedule for rows of one value (inner == 1) over many outer slices
+// into few slots, one 1-D index for all (torch_scatter's default dim=-1 on a
+// wide tensor): deterministic mode's, and by default mul's, min's and max's.
+// The index's order is built once for every slice: each chunk of kBinChunk
+// positions sorted by slot, stably, and where each slot's run starts in it.
+// Then one block per (outer index, span of chunks) loads each chunk's values
+// coalesced into shared memory, and each thread combines the runs of the
+// slots it owns, in order, into running partials in shared memory; a last
+// pass merges the spans' partials in span order. Every value is read once and coalesced, where the ordered segments
 // read each through the permutation, a 32-byte sector per 4-byte value
 // (docs/benchmarks.md). Each slot combines its sources in source order: the
 // same bits every run, and min and max hold the first position.
@@ -53,7 +53,9 @@ struct BinOrder {
 
 // One block per chunk: cub's stable block radix sort of its slots (N for
 // an index value outside [0, N) and for the last chunk's padding), then one
-// binary search per slot for its run's start.
+// binary search per slot for its run's start, and the run's length added to
+// the slot's count: one atomic a run, where one a source serialises on a few
+// slots' counters.
 static __global__ void __launch_bounds__(kOrderThreads)
     bin_order_kernel(const int64_t* __restrict__ index, BinOrder b, int end_bit) {
   using Sort = cub::BlockRadixSort<uint16_t, kOrderThreads, kOrderItems, uint16_t>;
@@ -70,7 +72,6 @@ static __global__ void __launch_bounds__(kOrderThreads)
     const bool kept = row >= 0 && row < b.N;
     slots[i] = static_cast<uint16_t>(kept ? row : b.N);
     positions[i] = static_cast<uint16_t>(position);
-    if (kept) atomicAdd(b.counts + row, 1);
   }
   Sort(shared.sort).SortBlockedToStriped(slots, positions, 0, end_bit);
   __syncthreads();  // the sort's storage is free again
@@ -81,7 +82,7 @@ static __global__ void __launch_bounds__(kOrderThreads)
     b.order[first + rank] = positions[i];
   }
   __syncthreads();
-  for (int64_t s = threadIdx.x; s <= b.N; s += kOrderThreads) {
+  const auto run_start = [&](int64_t s) {
     int low = 0, high = kBinChunk;
     while (low < high) {
       const int mid = (low + high) / 2;
@@ -91,8 +92,24 @@ static __global__ void __launch_bounds__(kOrderThreads)
         high = mid;
       }
     }
-    b.starts[blockIdx.x * (b.N + 1) + s] = static_cast<uint16_t>(low);
+    return low;
+  };
+  for (int64_t s = threadIdx.x; s <= b.N; s += kOrderThreads) {
+    const int start = run_start(s);
+    b.starts[blockIdx.x * (b.N + 1) + s] = static_cast<uint16_t>(start);
+    if (s < b.N) {
+      const int length = run_start(s + 1) - start;
+      if (length > 0) atomicAdd(b.counts + s, length);
+    }
   }
+}
+
+// sum (op)= value of the source (or span's partial) at `position`, taken in
+// source order: the first position to arrive holds sum until a value wins.
+template <typename Policy, typename acc_t>
+__device__ __forceinline__ void combine_in_order(acc_t& sum, int32_t& held, acc_t value, int32_t position) {
+  if (held == kNoPosition) held = position;
+  combine_at<Policy, true>(sum, held, value, position);
 }
 
 // The shared memory of one ordered_bins_kernel block: a chunk's values and
@@ -139,9 +156,7 @@ __global__ void ordered_bins_kernel(const scalar_t* __restrict__ src, BinOrder b
       const int end = starts[s + 1];
       for (int k = starts[s]; k < end; ++k) {
         const int32_t position = static_cast<int32_t>(first) + order[k];
-        // In order, the first source holds the result until a value wins.
-        if (arg == kNoPosition) arg = position;
-        combine_at<Policy, true>(sum, arg, static_cast<acc_t>(values[order[k]]), position);
+        combine_in_order<Policy>(sum, arg, static_cast<acc_t>(values[order[k]]), position);
       }
       sums[s] = sum;
       if constexpr (Policy::kHasArg) args[s] = arg;
@@ -167,16 +182,8 @@ __global__ void merge_bins_kernel(const acc_t* __restrict__ partial_values, cons
     int32_t held = kNoPosition;
     for (int64_t span = 0; span < spans; ++span) {
       const int64_t partial = (o * spans + span) * b.N + s;
-      if constexpr (Policy::kHasArg) {
-        const int32_t position = partial_args[partial];
-        if (held == kNoPosition) {
-          if (position != kNoPosition) sum = partial_values[partial], held = position;
-        } else {
-          combine_at<Policy, true>(sum, held, partial_values[partial], position);
-        }
-      } else {
-        Policy::combine(sum, partial_values[partial]);
-      }
+      const int32_t position = Policy::kHasArg ? partial_args[partial] : kNoPosition;
+      combine_in_order<Policy>(sum, held, partial_values[partial], position);
     }
     if constexpr (Policy::kHasArg) {
       if (accumulate) {

@@ -7,7 +7,8 @@
 // block takes a chunk of one outer slice's entries, combines them into its
 // own copy of the slice's slots with shared-memory atomics, then combines
 // each slot it reached into the accumulator with one global atomic: the
-// global atomics drop from one per entry to one per slot and block.
+// global atomics drop from one per entry to one per slot and block. Mean's
+// counts over such an index are tallied the same way.
 
 #include "torchplug/core/reduce/problem.h"
 #include "torchplug/core/launch.cuh"
@@ -77,6 +78,43 @@ void launch_shared_bins(const ScatterProblem& p, const scalar_t* src, acc_t* acc
     shared_bins_kernel<Policy, scalar_t, acc_t, false>
         <<<blocks, core::kThreadsPerBlock, shared, stream>>>(src, index, acc, p.E, p.N, chunk, chunks);
   }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// counts[row] += 1 for every entry of a 1-D index, each block counting its
+// chunk in shared memory first: mean's divisor into few slots, where one
+// global atomic an entry serialises on each slot's counter.
+static __global__ void shared_counts_kernel(const int64_t* __restrict__ index, int32_t* __restrict__ counts,
+                                            int64_t E, int64_t N, int64_t chunk) {
+  extern __shared__ int32_t tally[];
+  for (int64_t b = threadIdx.x; b < N; b += blockDim.x) tally[b] = 0;
+  __syncthreads();
+  const int64_t first = blockIdx.x * chunk;
+  const int64_t last = first + chunk < E ? first + chunk : E;
+  for (int64_t e = first + threadIdx.x; e < last; e += blockDim.x) {
+    const int64_t row = index[e];
+    if (row >= 0 && row < N) atomicAdd(tally + row, 1);
+  }
+  __syncthreads();
+  for (int64_t b = threadIdx.x; b < N; b += blockDim.x) {
+    if (tally[b] != 0) atomicAdd(counts + b, tally[b]);
+  }
+}
+
+// Whether a 1-D index of E entries into N slots takes shared_counts.
+inline bool takes_shared_counts(int64_t E, int64_t N) {
+  return N * static_cast<int64_t>(sizeof(int32_t)) <= kSharedBinsBytes && E >= kSharedBinsEntriesPerSlot * N;
+}
+
+// counts (zeroed, N) += how many entries of index (1-D, E) land on each slot:
+// chunks of kSharedBinsEntriesPerSlot entries a thread, and no more blocks
+// than a wave, each adding at most one atomic a slot.
+inline void launch_shared_counts(const int64_t* index, int32_t* counts, int64_t E, int64_t N) {
+  const int64_t chunk = std::max(kSharedBinsEntriesPerSlot * core::kThreadsPerBlock,
+                                 at::ceil_div<int64_t>(E, core::resident_threads() / core::kThreadsPerBlock));
+  shared_counts_kernel<<<at::ceil_div<int64_t>(E, chunk), core::kThreadsPerBlock,
+                         static_cast<size_t>(N) * sizeof(int32_t), at::cuda::getCurrentCUDAStream()>>>(
+      index, counts, E, N, chunk);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -15,6 +15,11 @@
 //       of src's shape, of the flat output slots) and the segment kernel, each
 //       slot combining its sources in source order; one value per source
 //       without an arg sorts the values themselves (cuda/sorted_values.cuh).
+//   mul, min and max, where the ordered bins apply -> the ordered bins:
+//       they combine in registers what shared bins would with a
+//       compare-and-swap loop (mul), and in order each slot's first position
+//       holding its value is known as it is combined, where the atomic
+//       strategies need an arg pass (min, max).
 //   1-D index, inner > 1, small (takes_atomic_rows: by default at most 2^21
 //       source elements, or 128 or 256 MiB of source, by row width and
 //       type) -> atomic rows (cuda/atomic_rows.cuh).
@@ -215,8 +220,12 @@ void with_accumulator(const ScatterProblem& p, Body body) {
       counts = at::empty({p.index_1d ? p.N : p.out.numel()}, p.index.options().dtype(at::kInt));
       zero_async(counts);
       const int64_t entries = p.index_1d ? p.E : p.src.numel();
-      core::launch(count_kernel, entries, p.index.const_data_ptr<int64_t>(),
-                   counts.mutable_data_ptr<int32_t>(), p.E, p.inner, p.N, entries, p.index_1d);
+      if (p.index_1d && takes_shared_counts(p.E, p.N)) {
+        launch_shared_counts(p.index.const_data_ptr<int64_t>(), counts.mutable_data_ptr<int32_t>(), p.E, p.N);
+      } else {
+        core::launch(count_kernel, entries, p.index.const_data_ptr<int64_t>(),
+                     counts.mutable_data_ptr<int32_t>(), p.E, p.inner, p.N, entries, p.index_1d);
+      }
     }
     core::launch(finish_kernel<Policy, scalar_t, acc_t>, p.out.numel(), out, acc,
                  counts.defined() ? counts.const_data_ptr<int32_t>() : nullptr,
@@ -313,6 +322,8 @@ void scatter_kernel_cuda(const ScatterProblem& p) {
       } else {
         segments<Policy, scalar_t>(p, true, !p.index_1d);
       }
+    } else if (Policy::kAtomic != AtomicKind::kAdd && takes_ordered_bins<Policy, scalar_t>(p)) {
+      ordered_bins_reduce<Policy, scalar_t>(p);
     } else if (takes_atomic_rows<Policy, scalar_t>(p)) {
       atomic_rows<Policy, scalar_t>(p);
     } else if (p.index_1d && p.inner > 1) {
