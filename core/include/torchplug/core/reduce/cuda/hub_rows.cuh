@@ -211,11 +211,11 @@ struct HubPartials {
     store<Policy>(o, partial, inner, column, sum, held);
   }
 
-  // The last pass: merges, in order, every partial of hub [start, end) into sum (and held).
+  // The last pass: merges, in order, every partial of hub [first, last) into sum (and held).
   template <typename Policy, int V>
-  __device__ __forceinline__ void merge_hub(int64_t o, int64_t start, int64_t end, int64_t inner, int64_t column,
+  __device__ __forceinline__ void merge_hub(int64_t o, int64_t first, int64_t last, int64_t inner, int64_t column,
                                             acc_t (&sum)[V], position_t (&held)[V]) const {
-    hubs.for_each_hub_partial(start, end,
+    hubs.for_each_hub_partial(first, last,
                               [&](int64_t partial) { merge_into<Policy>(o, partial, inner, column, sum, held); });
   }
 };
