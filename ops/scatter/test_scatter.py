@@ -622,6 +622,80 @@ def test_along_the_last_dim_takes_the_ordered_bins(reduce: str, mode: str, cuda_
     assert any("ordered_bins_kernel" in event.name for event in profile.events())
 
 
+def last_dim_reference_into(base: torch.Tensor, src: torch.Tensor, index: torch.Tensor, reduce: str) -> tuple:
+    """torch_scatter's result along the last dim into out=base (its values
+    take part; mean: no out=, integers floor-divided) in float64, or int64
+    for integers, and min's and max's arg: the smallest position whose
+    source holds the value (a NaN holds a NaN), E where none does (out's own
+    value won, or no source came). A NaN source makes its slot NaN. Values
+    outside [0, N) are dropped."""
+    wide_type = torch.float64 if src.dtype.is_floating_point else torch.int64
+    wide, base_wide = src.to(wide_type), base.to(wide_type)
+    outer, E = wide.shape
+    N = base.shape[-1]
+    slots = torch.where((index >= 0) & (index < N), index, N).view(1, -1).expand_as(wide)
+    extra = torch.cat([base_wide, base_wide.new_zeros(outer, 1)], dim=1)
+    if reduce == "mean":
+        total = base_wide.new_zeros(outer, N + 1).scatter_add(1, slots, wide)
+        count = base_wide.new_zeros(outer, N + 1).scatter_add(1, slots, torch.ones_like(wide))
+        mean = total.div(count.clamp(min=1), rounding_mode=None if total.is_floating_point() else "floor")
+        return mean[:, :N], None
+    if reduce == "mul":
+        return extra.scatter_reduce(1, slots, wide, "prod", include_self=True)[:, :N], None
+    nan = wide.isnan()
+    if wide.is_floating_point():  # NaN wins: the others reduced without it, then NaN where one came
+        wide = wide.masked_fill(nan, float("inf") if reduce == "min" else float("-inf"))
+    values = extra.scatter_reduce(1, slots, wide, {"min": "amin", "max": "amax"}[reduce], include_self=True)
+    has_nan = torch.zeros_like(extra, dtype=torch.long).scatter_reduce(1, slots, nan.long(), "amax") > 0
+    values = values.masked_fill(has_nan, float("nan")) if values.is_floating_point() else values
+    picked = values.gather(1, slots)
+    holds = (wide == picked) | (nan & picked.isnan())  # wide: NaN replaced, so NaN holds only NaN
+    candidates = torch.where(holds, torch.arange(E).expand_as(wide), E)
+    arg = torch.full_like(extra, E, dtype=torch.long).scatter_reduce(1, slots, candidates, "amin")
+    return values[:, :N], arg[:, :N]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64], ids=str)
+@pytest.mark.parametrize("reduce", ["mean", "mul", "min", "max"])
+def test_along_the_last_dim_into_out(reduce: str, dtype: torch.dtype, device: str) -> None:
+    """Along dim=-1 of src [5, 4099] into 200 slots (on CUDA the ordered bins
+    for mul, min and max, shared counts for mean, checked by the kernels that
+    ran) in every type: into out= holding values that sometimes win (mean: a
+    fresh output), with strays outside [0, N) on CUDA and, for min and max
+    of floating types, NaN sources; values exact (mean: rounded once,
+    integers floor-divided)."""
+    outer, E, N = 5, 4099, 200
+    on_cuda = device.startswith("cuda")
+    g = torch.Generator().manual_seed(E)
+    index = last_dim_index("strays" if on_cuda else "random", E, N, g)  # the CPU raises on strays
+    if reduce == "mul":
+        factors = torch.tensor([0.5, 1.0, 2.0]) if dtype.is_floating_point else torch.tensor([-1.0, 1.0, 2.0])
+        weights = torch.tensor([0.03, 0.94, 0.03])
+        src = factors[torch.multinomial(weights, outer * E, replacement=True, generator=g)].view(outer, E)
+        base = factors[torch.multinomial(weights, outer * N, replacement=True, generator=g)].view(outer, N)
+    else:
+        src = torch.randint(-50, 51, (outer, E), generator=g).double()
+        base = torch.randint(-60, 61, (outer, N), generator=g).double()
+        if reduce in ("min", "max") and dtype.is_floating_point:
+            src[:, 5::613] = float("nan")
+    src, base = src.to(dtype), base.to(dtype)
+    want, want_arg = last_dim_reference_into(base, src, index, reduce)
+    op = getattr(torchplug, f"scatter_{reduce}")
+    src_d, index_d = src.to(device), index.to(device)
+    out = base.to(device)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA] if on_cuda else []) as profile:
+        got = op(src_d, index_d, -1, dim_size=N) if reduce == "mean" else op(src_d, index_d, -1, out=out)
+    if reduce == "mean":
+        torch.testing.assert_close(got.cpu(), want.to(dtype))
+    else:
+        torch.testing.assert_close(out.cpu(), want.to(dtype), rtol=0, atol=0, equal_nan=True)
+    if reduce in ("min", "max"):
+        assert torch.equal(got[1].cpu(), want_arg)
+    if on_cuda:
+        kernel = "shared_counts_kernel" if reduce == "mean" else "ordered_bins_kernel"
+        assert any(kernel in event.name for event in profile.events())
+
+
 # --------------------------------------------------------------------------- out=
 
 
