@@ -198,14 +198,14 @@ __global__ void merge_bins_kernel(const acc_t* __restrict__ partial_values, cons
 }
 
 // Whether p takes the ordered bins: one value per source along a 1-D index
-// shared by two or more slices, a slot count that fits the 2-byte order,
-// a block's shared memory under kOrderedBinsSharedBytes, at least
-// kSharedBinsEntriesPerSlot sources a slot (fewer leave most of a chunk's
-// slots empty) and int32 positions.
+// shared by two or more slices (at most 2^30: a block per slice and span),
+// a slot count that fits the 2-byte order, a block's shared memory under
+// kOrderedBinsSharedBytes, at least kSharedBinsEntriesPerSlot sources a slot
+// (fewer leave most of a chunk's slots empty) and int32 positions.
 template <typename Policy, typename scalar_t>
 bool takes_ordered_bins(const ScatterProblem& p) {
-  return p.index_1d && p.inner == 1 && p.outer >= 2 && p.N <= kMaxOrderedBins &&
-         ordered_bins_bytes<Policy, scalar_t>(p.N) <= kOrderedBinsSharedBytes &&
+  return p.index_1d && p.inner == 1 && p.outer >= 2 && p.outer <= (int64_t{1} << 30) &&
+         p.N <= kMaxOrderedBins && ordered_bins_bytes<Policy, scalar_t>(p.N) <= kOrderedBinsSharedBytes &&
          p.E >= kSharedBinsEntriesPerSlot * p.N && p.E <= std::numeric_limits<int32_t>::max();
 }
 
