@@ -8,10 +8,11 @@
 // Then one block per (outer index, span of chunks) loads each chunk's values
 // coalesced into shared memory, and each thread combines the runs of the
 // slots it owns, in order, into running partials in shared memory; a last
-// pass merges the spans' partials in span order. Every value is read once and coalesced, where the ordered segments
-// read each through the permutation, a 32-byte sector per 4-byte value
-// (docs/benchmarks.md). Each slot combines its sources in source order: the
-// same bits every run, and min and max hold the first position.
+// pass merges the spans' partials in span order. Every value is read once
+// and coalesced, where the ordered segments read each through the
+// permutation, a 32-byte sector per 4-byte value (docs/benchmarks.md). Each
+// slot combines its sources in source order: the same bits every run, and
+// min and max hold the first position.
 // Extra memory: 2 bytes a position (the order), (N + 1) x 2 bytes a chunk
 // (the run starts), N counts and outer x spans x N partials.
 
