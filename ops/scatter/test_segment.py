@@ -130,17 +130,20 @@ def test_gather_inverts_segment_sum(device: str) -> None:
     torch.testing.assert_close(torchplug.segment_sum_csr(spread, indptr), values * counts)
 
 
-@pytest.mark.parametrize("columns", [1, 3, 8])
-def test_gather_csr_over_many_chunks(columns: int, device: str) -> None:
-    """Sized for the CUDA gather_csr kernel, which takes several chunks of
-    positions per block and starts each from the row its predecessor ended
-    on: empty segments (past its window of indptr), hub segments, two slices
-    sharing one indptr (chunks that span them) and positions past the last
-    segment (zeros)."""
+@pytest.mark.parametrize("columns", [1, 3, 8, 132])
+def test_gather_csr_over_many_tiles(columns: int, device: str) -> None:
+    """Sized for the CUDA gather_csr kernel, whose warps each take a run of
+    tiles of 32 to 256 positions, most runs starting inside a slice (a search
+    of indptr), and carry a row from tile to tile: runs of more than 32 empty
+    segments (at the start too), hub segments, two slices sharing one indptr
+    and positions past the last segment (zeros); from one value a position to
+    more vectors than a warp has lanes."""
     torch.manual_seed(5)
-    segments = 20_000
+    segments = 20_000 if columns < 100 else 4_000
     lengths = torch.randint(0, 200, (segments,)) * (torch.rand(segments) < 0.4)
-    lengths[torch.randint(0, segments, (3,))] = 50_000
+    lengths[torch.randint(0, segments, (3,))] = 50_000 if columns < 100 else 10_000
+    lengths[:40] = 0
+    lengths[1_000:1_100] = 0
     indptr = _indptr(lengths.tolist(), device).view(1, -1)
     src = torch.randn(2, segments, columns, device=device)
     positions = int(lengths.sum()) + 777
