@@ -417,6 +417,8 @@ def workloads(scale: Scale) -> tuple[ScatterWorkload | SegmentWorkload, ...]:
             *(SegmentWorkload(kind, 10 * m, 64, m, reduce=r, exponent=2.0)
               for kind in ("segment_csr", "segment_coo") for r in ("sum", "max")),
             *(SegmentWorkload(kind, 10 * m, 64, m) for kind in ("gather_csr", "gather_coo")),
+            SegmentWorkload("gather_csr", 10 * m, 4, m),
+            SegmentWorkload("gather_csr", 10 * m, 64, m, exponent=2.5),
             SegmentWorkload("scatter_backward", 10 * m, 64, m),
             *(ScatterWorkload(e, 64, e // 10, exponent=2.5) for e in (m, 10 * m, 50 * m)),
             *(ScatterWorkload(10 * m, 64, m, reduce=r, exponent=2.5) for r in ("mean", "min", "max")),
