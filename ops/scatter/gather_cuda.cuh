@@ -214,8 +214,8 @@ __global__ void __launch_bounds__(core::kThreadsPerBlock, 1)
 }
 
 inline CsrTiles csr_tiles(const GatherProblem& g, int64_t vectors, int unroll) {
-  TORCH_CHECK(vectors < std::numeric_limits<int32_t>::max() - 32,
-              "torchplug::gather_csr: rows of 2^31 vectors or more are not supported on CUDA");
+  TORCH_CHECK(vectors <= std::numeric_limits<int32_t>::max() - 32, "torchplug::gather_csr: a row of ", vectors,
+              " vectors is past the CUDA kernel's 2^31 - 33");
   CsrTiles t{};
   t.E = g.E;
   t.N = g.N;

@@ -27,6 +27,7 @@
 #include <ATen/ops/lt.h>
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 
 #include <string>
 
@@ -204,6 +205,8 @@ GatherProblem plan_gather_csr(const at::Tensor& src, const at::Tensor& indptr,
   GatherProblem g = gather_problem(src, dim, positions);
   check_indptr(op, indptr, g.E);
   g.indptr = shared_positions(indptr, src, dim);
+  // No entries, no segments: every position lies past them, as under indptr [0].
+  if (g.indptr.defined() && g.indptr.numel() == 0) g.indptr = at::zeros({1}, indptr.options());
   if (!g.indptr.defined()) {
     g.index = rows_of_positions(expand_indptr(indptr, src, dim), g.E);
     g.index_per_outer = g.index.dim() == 2;

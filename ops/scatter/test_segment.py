@@ -401,13 +401,15 @@ def test_gather_zero_segments_and_zero_sizes(name: str, src_shape: tuple, positi
     _zero_size_grad(row, sample, sample, f"{name} {sample!r}")
 
 
-def test_gather_csr_zero_segments_into_positions(device: str) -> None:
+@pytest.mark.parametrize("entries", [1, 0], ids=["indptr [0]", "indptr []"])
+def test_gather_csr_zero_segments_into_positions(entries: int, device: str) -> None:
     """No segments but E positions (out= of E rows, or the schema's
     dim_size): every position is past the last segment and holds 0, as
     torch_scatter's gather_csr leaves them to segment_csr's backward; the
-    functional form's src gradient is empty."""
+    functional form's src gradient is empty. An indptr of no entries too,
+    which has no start to read."""
     src = torch.randn(0, 3, dtype=torch.float64, device=device)
-    indptr = torch.zeros(1, dtype=torch.long, device=device)
+    indptr = torch.zeros(entries, dtype=torch.long, device=device)
     out = torch.full((4, 3), float("nan"), dtype=torch.float64, device=device)
     assert torchplug.gather_csr(src, indptr, out=out) is out
     assert_bitwise(out, torch.zeros(4, 3, dtype=torch.float64, device=device), "out=")
