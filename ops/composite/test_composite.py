@@ -475,6 +475,8 @@ def test_group_whose_first_value_is_minus_inf(name: str, E: int, threads: int, d
     but for log_softmax, whose is the incoming gradient). Below the size
     where the CPU passes go parallel and above it, on one thread and on two
     (each owning a range of the groups)."""
+    if device == "cuda" and threads > 1:
+        pytest.skip("the thread count is the CPU's: one thread's case covers CUDA")
     assert (E * 3 < CPU_SERIAL_ELEMENTS) == (E == 40)
     ours, theirs, per_value = MINUS_INF_OPS[name]
     g = torch.Generator().manual_seed(7)
