@@ -34,11 +34,11 @@ struct GatherShape {
 };
 
 // Copies items begin + u * blockDim.x + threadIdx.x (u < kGatherUnroll, those
-// before end), item u from row rows(u, position) of its slice.
-template <typename scalar_t, int V, typename index_t, typename Rows>
+// before end), item u from row rows[u] of its slice.
+template <typename scalar_t, int V, typename index_t>
 __device__ __forceinline__ void copy_items(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                                            const GatherShape<index_t>& shape, index_t begin, index_t end,
-                                           Rows rows) {
+                                           const int64_t (&rows)[kGatherUnroll]) {
   using Vec = core::Vector<scalar_t, V>;
   Vec value[kGatherUnroll];
 #pragma unroll
@@ -46,7 +46,7 @@ __device__ __forceinline__ void copy_items(const scalar_t* __restrict__ src, sca
     const index_t t = begin + u * blockDim.x + threadIdx.x;
     if (t >= end) break;
     const index_t oe = shape.position(t);
-    const int64_t row = rows(u, oe);
+    const int64_t row = rows[u];
     if (row >= 0 && row < shape.N) {
       const int64_t at = (static_cast<int64_t>(shape.slice(oe)) * shape.N + row) * shape.vectors;
       value[u] = reinterpret_cast<const Vec*>(src)[at + (t - oe * shape.vectors)];
@@ -79,7 +79,7 @@ __global__ void gather_coo_kernel(const scalar_t* __restrict__ src, const int64_
       const index_t oe = shape.position(t);
       rows[u] = __ldg(index + (index_per_outer ? oe : oe - shape.slice(oe) * shape.E));
     }
-    copy_items<scalar_t, V>(src, out, shape, begin, end, [&](int u, index_t) { return rows[u]; });
+    copy_items<scalar_t, V>(src, out, shape, begin, end, rows);
   }
 }
 
