@@ -173,8 +173,10 @@ def add_paths() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] in (["composite"], ["spmm"], ["add"]):  # one family alone
-        {"composite": composite_paths, "spmm": spmm_paths, "add": add_paths}[sys.argv[1]]()
+    families = {"composite": composite_paths, "spmm": spmm_paths, "add": add_paths,
+                "segment": lambda: [segment_paths(reduce) for reduce in REDUCTIONS]}
+    if len(sys.argv) == 2 and sys.argv[1] in families:  # one family alone
+        families[sys.argv[1]]()
         torch.cuda.synchronize()
         print("workload done")
         sys.exit(0)

@@ -55,6 +55,7 @@ struct Rows {
   int64_t E, inner, outer, N;
   int64_t items;  // outer * N * (inner / V)
   core::HubBlocks hubs;
+  core::HubIndex<offset_t> hub_index;
   bool accumulate;
   offset_t* next_tile;
 };
@@ -124,7 +125,7 @@ __global__ void row_states_kernel(const scalar_t* __restrict__ x, const scalar_t
     offset_t start, end;
     r.csr.bounds(item.row, kPermuted, start, end);
     if (r.hubs.is_hub(start, end)) {
-      *r.csr.long_rows = 1;
+      if (item.o == 0) r.hub_index.add(r.hubs, item.row, start, end, item.v, vectors);
       return;
     }
     const int64_t at = item.slot * r.inner + item.v * V;
@@ -159,13 +160,13 @@ __global__ void row_states_kernel(const scalar_t* __restrict__ x, const scalar_t
 }
 
 template <typename Program, typename scalar_t, int V, typename offset_t>
-__global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ y,
-                                    const int64_t* __restrict__ index, Program program, Rows<Program, offset_t> r) {
+__global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ y, Program program,
+                                    Rows<Program, offset_t> r) {
   using acc_t = at::opmath_type<scalar_t>;
   using State = typename Program::State;
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
-  if (*r.csr.long_rows == 0) return;
+  if (r.hub_index.none()) return;
   const bool permuted = *r.csr.unsorted != 0;
   const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
   const int64_t vectors = r.inner / V;
@@ -174,8 +175,8 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
     const int64_t block = t / vectors % r.hubs.blocks;
     const int64_t o = t / vectors / r.hubs.blocks;
     const int64_t column = o * r.E * r.inner + v * V;
-    core::for_each_hub_run(r.hubs, core::HubLevel::kBlock, block, positions, r.csr, index, r.N, permuted,
-                           [&](int64_t from, int64_t to, int64_t partial) {
+    r.hubs.for_each_run(core::HubLevel::kBlock, block, positions, r.hub_index,
+                        [&](int64_t from, int64_t to, int64_t partial) {
       State s[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) s[j] = program.init();
@@ -195,11 +196,11 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
 }
 
 template <typename Program, int V, typename offset_t>
-__global__ void hub_groups_kernel(const int64_t* __restrict__ index, Program program, Rows<Program, offset_t> r) {
+__global__ void hub_groups_kernel(Program program, Rows<Program, offset_t> r) {
   using State = typename Program::State;
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
-  if (*r.csr.long_rows == 0) return;
+  if (r.hub_index.none()) return;
   const bool permuted = *r.csr.unsorted != 0;
   const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
   const int64_t vectors = r.inner / V;
@@ -207,8 +208,8 @@ __global__ void hub_groups_kernel(const int64_t* __restrict__ index, Program pro
     const int64_t v = t % vectors;
     const int64_t group = t / vectors % r.hubs.groups;
     const int64_t o = t / vectors / r.hubs.groups;
-    core::for_each_hub_run(r.hubs, core::HubLevel::kGroup, group, positions, r.csr, index, r.N, permuted,
-                           [&](int64_t from, int64_t to, int64_t partial) {
+    r.hubs.for_each_run(core::HubLevel::kGroup, group, positions, r.hub_index,
+                        [&](int64_t from, int64_t to, int64_t partial) {
       State s[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) s[j] = program.init();
@@ -228,14 +229,18 @@ template <typename Program, typename scalar_t, int V, typename offset_t>
 __global__ void store_hubs_kernel(scalar_t* __restrict__ out, Program program, Rows<Program, offset_t> r) {
   using State = typename Program::State;
   core::wait_for_previous_kernel();
-  if (*r.csr.long_rows == 0) return;
+  if (r.hub_index.none()) return;
   const bool permuted = *r.csr.unsorted != 0;
   const int64_t vectors = r.inner / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, r.items) {
-    const RowItem item = row_item(t, vectors, r.outer, r.N);
+  const int64_t hubs = r.hub_index.listed();
+  TORCHPLUG_GRID_STRIDE_LOOP(t, r.outer * hubs * vectors) {
+    RowItem item;
+    item.v = t % vectors;
+    item.o = t / vectors / hubs;
+    item.row = r.hub_index.rows[t / vectors % hubs];
+    item.slot = item.o * r.N + item.row;
     offset_t start, end;
     r.csr.bounds(item.row, permuted, start, end);
-    if (!r.hubs.is_hub(start, end)) continue;
     const int64_t at = item.slot * r.inner + item.v * V;
     State s[V];
     start_states<Program, scalar_t, V>(program, s, out + at, r.accumulate);
@@ -307,7 +312,7 @@ void run_planned(const RowsProblem& r, const Program& program) {
   core::PlanOptions options;
   options.permutation = at::globalContext().deterministicAlgorithms() ? core::Permutation::kStable
                                                                        : core::Permutation::kAtomic;
-  options.counters = 2;  // the long-rows flag, tiles taken
+  options.counters = 1 + core::hub_index_counters(p.E);  // tiles taken, then the hub index's
   const auto plan = core::plan_index<offset_t>(p.index, p.E, p.N, options);
   at::Tensor states;
   if constexpr (Program::kEmits) {
@@ -325,25 +330,29 @@ void run_planned(const RowsProblem& r, const Program& program) {
     const int64_t partial_states = p.E > hubs.limit ? p.outer * hubs.partials() * p.inner : 0;
     const at::Tensor partials =
         at::empty({partial_states * static_cast<int64_t>(sizeof(State))}, p.src.options().dtype(at::kByte));
-    const Rows<Program, offset_t> rows{plan.csr(plan.counter(0)),
+    const int64_t hub_rows = p.E > hubs.limit ? core::HubIndex<offset_t>::capacity_for(p.E, hubs) : 0;
+    const at::Tensor listed = core::scratch({hub_rows}, plan.stats.options().dtype(at::kLong));
+    const core::HubIndex<offset_t> hub_index{plan.counter(1), plan.counter(2), listed.mutable_data_ptr<int64_t>(),
+                                             hub_rows};
+    const Rows<Program, offset_t> rows{plan.csr(),
                                        Program::kEmits ? reinterpret_cast<State*>(states.mutable_data_ptr())
                                                        : nullptr,
                                        reinterpret_cast<State*>(partials.mutable_data_ptr()),
-                                       p.E, p.inner, p.outer, p.N, items, hubs, p.accumulate,
-                                       plan.counter(1)};
+                                       p.E, p.inner, p.outer, p.N, items, hubs, hub_index, p.accumulate,
+                                       plan.counter(0)};
     core::launch_one_wave_chained(row_states_kernel<Program, scalar_t, V, offset_t, false>, rows.items, x, y, out,
                                   program, rows);
     core::launch_one_wave_chained(row_states_kernel<Program, scalar_t, V, offset_t, true>, rows.items, x, y, out,
                                   program, rows);
     if (p.E > hubs.limit) {
-      const auto* index = p.index.const_data_ptr<int64_t>();
       core::launch_one_wave_chained(hub_partials_kernel<Program, scalar_t, V, offset_t>,
-                                    p.outer * hubs.blocks * vectors, x, y, index, program, rows);
+                                    p.outer * hubs.blocks * vectors, x, y, program, rows);
       if (hubs.groups > 1) {
-        core::launch_one_wave_chained(hub_groups_kernel<Program, V, offset_t>, p.outer * hubs.groups * vectors, index,
+        core::launch_one_wave_chained(hub_groups_kernel<Program, V, offset_t>, p.outer * hubs.groups * vectors,
                                       program, rows);
       }
-      core::launch_one_wave_chained(store_hubs_kernel<Program, scalar_t, V, offset_t>, rows.items, out, program, rows);
+      core::launch_one_wave_chained(store_hubs_kernel<Program, scalar_t, V, offset_t>, p.outer * hub_rows * vectors,
+                                    out, program, rows);
     }
     if constexpr (Program::kEmits) {
       const int64_t emitted = p.outer * p.E * vectors;

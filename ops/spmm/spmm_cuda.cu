@@ -26,7 +26,7 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 // The row of CSR position k, by binary search over rowptr[0, M) (M >= 1).
 __device__ __forceinline__ int64_t row_at(const int64_t* __restrict__ rowptr, int64_t M, int64_t k) {
-  return core::Csr<int64_t>{rowptr, nullptr, nullptr, nullptr}.row_at(nullptr, k, false, M);
+  return core::Csr<int64_t>{rowptr, nullptr, nullptr}.row_at(k, M);
 }
 
 // Moves row forward to the row holding position k (rowptr read from L1: a

@@ -127,7 +127,7 @@ template <typename Policy, typename scalar_t, int V, bool kWeighted>
 __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
                                  const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
                                  scalar_t* __restrict__ out, int64_t* __restrict__ arg, Sizes s,
-                                 core::HubBlocks hubs, int32_t* __restrict__ long_rows) {
+                                 core::HubBlocks hubs, core::HubIndex<int64_t> hub_index) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t vectors = s.F / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, s.M * vectors) {
@@ -136,7 +136,7 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
     int64_t start, end;
     row_bounds(rowptr, row, s.nnz, start, end);
     if (hubs.is_hub(start, end)) {
-      *long_rows = 1;
+      hub_index.add(hubs, row, start, end, offset / V, vectors);
       continue;
     }
     acc_t acc[V];
@@ -154,32 +154,21 @@ __global__ void spmm_rows_kernel(const int64_t* __restrict__ rowptr, const int64
 template <typename acc_t>
 using Partials = core::HubPartials<acc_t, int64_t>;
 
-// hubs.for_each_run over rowptr, clamped as row_bounds clamps it.
-template <typename Run>
-__device__ __forceinline__ void for_each_rowptr_hub_run(const core::HubBlocks& hubs, core::HubLevel level,
-                                                        int64_t unit, const int64_t* rowptr, const Sizes& s,
-                                                        Run run) {
-  const core::Csr<int64_t> csr{rowptr, nullptr, nullptr, nullptr};
-  const auto row_at = [&](int64_t k) { return csr.row_at(nullptr, k, false, s.M); };
-  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) { row_bounds(rowptr, row, s.nnz, start, end); };
-  hubs.for_each_run(level, unit, s.nnz, row_at, bounds, run);
-}
-
 template <typename Policy, typename scalar_t, int V, bool kWeighted>
-__global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ col,
+__global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ col,
                                          const scalar_t* __restrict__ value, const scalar_t* __restrict__ x,
                                          Partials<at::opmath_type<scalar_t>> partials, Sizes s,
-                                         const int32_t* __restrict__ long_rows) {
+                                         core::HubIndex<int64_t> hub_index) {
   using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
-  if (*long_rows == 0) return;
+  if (hub_index.none()) return;
   const int64_t vectors = s.F / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, partials.hubs.blocks * vectors) {
     const int64_t block = t / vectors;
     const int64_t offset = (t - block * vectors) * V;
-    for_each_rowptr_hub_run(partials.hubs, core::HubLevel::kBlock, block, rowptr, s,
-                            [&](int64_t from, int64_t to, int64_t partial) {
+    partials.hubs.for_each_run(core::HubLevel::kBlock, block, s.nnz, hub_index,
+                               [&](int64_t from, int64_t to, int64_t partial) {
       acc_t acc[V];
       int64_t held[V];
       partials.template start<Policy>(acc, held);
@@ -191,18 +180,17 @@ __global__ void spmm_hub_partials_kernel(const int64_t* __restrict__ rowptr, con
 }
 
 template <typename Policy, typename scalar_t, int V>
-__global__ void spmm_hub_groups_kernel(const int64_t* __restrict__ rowptr,
-                                       Partials<at::opmath_type<scalar_t>> partials, Sizes s,
-                                       const int32_t* __restrict__ long_rows) {
+__global__ void spmm_hub_groups_kernel(Partials<at::opmath_type<scalar_t>> partials, Sizes s,
+                                       core::HubIndex<int64_t> hub_index) {
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
-  if (*long_rows == 0) return;
+  if (hub_index.none()) return;
   const int64_t vectors = s.F / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, partials.hubs.groups * vectors) {
     const int64_t group = t / vectors;
     const int64_t offset = (t - group * vectors) * V;
-    for_each_rowptr_hub_run(partials.hubs, core::HubLevel::kGroup, group, rowptr, s,
-                            [&](int64_t from, int64_t to, int64_t partial) {
+    partials.hubs.for_each_run(core::HubLevel::kGroup, group, s.nnz, hub_index,
+                               [&](int64_t from, int64_t to, int64_t partial) {
       partials.template merge_group<Policy, V>(0, from, to, partial, s.F, offset);
     });
   }
@@ -211,17 +199,16 @@ __global__ void spmm_hub_groups_kernel(const int64_t* __restrict__ rowptr,
 template <typename Policy, typename scalar_t, int V>
 __global__ void spmm_store_hubs_kernel(const int64_t* __restrict__ rowptr,
                                        Partials<at::opmath_type<scalar_t>> partials, scalar_t* __restrict__ out,
-                                       int64_t* __restrict__ arg, Sizes s, const int32_t* __restrict__ long_rows) {
+                                       int64_t* __restrict__ arg, Sizes s, core::HubIndex<int64_t> hub_index) {
   using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
-  if (*long_rows == 0) return;
+  if (hub_index.none()) return;
   const int64_t vectors = s.F / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, s.M * vectors) {
-    const int64_t row = t / vectors;
-    const int64_t offset = (t - row * vectors) * V;
+  TORCHPLUG_GRID_STRIDE_LOOP(t, hub_index.listed() * vectors) {
+    const int64_t row = hub_index.rows[t / vectors];
+    const int64_t offset = (t % vectors) * V;
     int64_t start, end;
     row_bounds(rowptr, row, s.nnz, start, end);
-    if (!partials.hubs.is_hub(start, end)) continue;
     acc_t acc[V];
     int64_t held[V];
     start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
@@ -236,15 +223,20 @@ void launch_spmm(const SpmmProblem& p) {
   auto* out = p.out.mutable_data_ptr<scalar_t>();
   const scalar_t* value = kWeighted ? p.value.const_data_ptr<scalar_t>() : nullptr;
   int64_t* arg = Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr;
-  const at::Tensor flag = at::zeros({1}, p.rowptr.options().dtype(at::kInt));
+  // The hub index's counters, zeroed (core/reduce/cuda/hub_rows.cuh).
+  const at::Tensor hub_counters = at::zeros({core::hub_index_counters(p.nnz)}, p.rowptr.options());
   const Sizes s{p.M, p.N, p.nnz, p.F, p.H, p.C};
   core::with_vector_width<scalar_t>(p.C, {x, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t items = p.M * (p.F / V);
     const core::HubBlocks hubs = core::HubBlocks::of(p.nnz, items, p.nnz * (p.F / V));
     const auto* rowptr = p.rowptr.const_data_ptr<int64_t>();
+    const int64_t hub_rows = p.nnz > hubs.limit ? core::HubIndex<int64_t>::capacity_for(p.nnz, hubs) : 0;
+    const at::Tensor listed = core::scratch({hub_rows}, p.rowptr.options());
+    int64_t* counters = hub_counters.mutable_data_ptr<int64_t>();
+    const core::HubIndex<int64_t> hub_index{counters, counters + 1, listed.mutable_data_ptr<int64_t>(), hub_rows};
     core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, rowptr, p.col.const_data_ptr<int64_t>(),
-                 value, x, out, arg, s, hubs, flag.mutable_data_ptr<int32_t>());
+                 value, x, out, arg, s, hubs, hub_index);
     if (p.nnz <= hubs.limit) return;
     using acc_t = at::opmath_type<scalar_t>;
     // Filled, so that a malformed rowptr (outside checked mode) whose hub
@@ -256,14 +248,13 @@ void launch_spmm(const SpmmProblem& p) {
                                       std::numeric_limits<int64_t>::max(), p.rowptr.options());
     const Partials<acc_t> partials{values.mutable_data_ptr<acc_t>(), helds.mutable_data_ptr<int64_t>(), hubs};
     core::launch_one_wave_chained(spmm_hub_partials_kernel<Policy, scalar_t, V, kWeighted>, hubs.blocks * (p.F / V),
-                                  rowptr, p.col.const_data_ptr<int64_t>(), value, x, partials, s,
-                                  flag.const_data_ptr<int32_t>());
+                                  p.col.const_data_ptr<int64_t>(), value, x, partials, s, hub_index);
     if (hubs.groups > 1) {
-      core::launch_one_wave_chained(spmm_hub_groups_kernel<Policy, scalar_t, V>, hubs.groups * (p.F / V), rowptr,
-                                    partials, s, flag.const_data_ptr<int32_t>());
+      core::launch_one_wave_chained(spmm_hub_groups_kernel<Policy, scalar_t, V>, hubs.groups * (p.F / V), partials,
+                                    s, hub_index);
     }
-    core::launch_one_wave_chained(spmm_store_hubs_kernel<Policy, scalar_t, V>, items, rowptr, partials, out, arg, s,
-                                  flag.const_data_ptr<int32_t>());
+    core::launch_one_wave_chained(spmm_store_hubs_kernel<Policy, scalar_t, V>, hub_rows * (p.F / V), rowptr,
+                                  partials, out, arg, s, hub_index);
   });
 }
 

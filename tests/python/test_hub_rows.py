@@ -39,7 +39,9 @@ and a limit of 256 (twice the mean row), so rows of 100 and 256, longer
 than a block, stay on one thread each. One of 257 starting on a block
 boundary is a hub, one of 2048 starts inside block 16 and crosses two
 groups, one of 1025 crosses the group boundary at 3072, then hubs of 3000
-and 300."""
+and 300. In "every-row-a-hub" 2,997 rows of 40 sources, past the limit of
+32 like the rows of 5000 and 33 before them, are as many hubs: the hub
+index lists every one, and most blocks' first positions lie in one."""
 
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ LAYOUTS = {
     "hub-last": (7, [64, 0, 32, 33, 31, 0, 70_000], 1),
     "limit-128": (7, [128, 129, 0, 1_100_000, 4097, 127, 1], 1),
     "limit-256": (8192, [256, 257, 0, 2048, 255, 1025, 0, 3000, 300], 100),
+    "every-row-a-hub": (3000, [0, 5000, 33], 40),
 }
 #: Layouts whose blocks only CUDA has: on the CPU they repeat the others.
 CUDA_ONLY = {"limit-128", "limit-256"}

@@ -166,7 +166,6 @@ struct Csr {
   const offset_t* perm;      // E entries, the first rowptr[N] filled when *unsorted;
                              // nullptr when an unsorted index takes the atomic rows
   const offset_t* unsorted;  // written by the counting pass
-  offset_t* long_rows;       // set when some row is a hub (reduce/cuda/hub_rows.cuh)
 
   // Row r's sources are positions [start, end) of the sorted order: rowptr[r]
   // .. rowptr[r + 1] for a sorted index; the permutation fill moves each
@@ -183,12 +182,9 @@ struct Csr {
     end = permuted ? at : after;
   }
 
-  // The row of position k of the sorted order: index[k] (through perm when
-  // permuted), or without an index (a caller's CSR, never permuted) the last
-  // row starting at or before k, by binary search over rowptr[0, N).
-  __device__ __forceinline__ int64_t row_at(const int64_t* index, int64_t k, bool permuted,
-                                            int64_t N) const {
-    if (index != nullptr) return index[permuted ? static_cast<int64_t>(perm[k]) : k];
+  // The row of position k of a caller's CSR (never permuted): the last row
+  // starting at or before k, by binary search over rowptr[0, N).
+  __device__ __forceinline__ int64_t row_at(int64_t k, int64_t N) const {
     int64_t low = 0, high = N - 1;
     while (low < high) {
       const int64_t mid = (low + high + 1) / 2;
@@ -229,9 +225,9 @@ struct IndexPlan {
 
   offset_t* unsorted() const { return stats.mutable_data_ptr<offset_t>() + N + 1; }
   offset_t* counter(int64_t k) const { return unsorted() + 1 + k; }
-  Csr<offset_t> csr(offset_t* long_rows) const {
+  Csr<offset_t> csr() const {
     return {rowptr.const_data_ptr<offset_t>() + (stable ? 1 : 0),
-            perm.defined() ? perm.const_data_ptr<offset_t>() : nullptr, unsorted(), long_rows};
+            perm.defined() ? perm.const_data_ptr<offset_t>() : nullptr, unsorted()};
   }
 };
 

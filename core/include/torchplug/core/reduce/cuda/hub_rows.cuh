@@ -19,14 +19,19 @@
 //   - one thread per (hub, column vector), which merges the hub's group
 //     partials in group order, or, for a hub inside one group, its (at most
 //     32) block partials (HubBlocks::for_each_hub_partial).
+// The row pass records each hub it meets in a HubIndex: the passes find the
+// hubs of a block or a group there, and the last one walks the hubs alone,
+// not every row.
 // Small blocks keep the walks of a power-law index short, and the groups
 // keep the merge of a hub of L sources at L / (32 size) + 2 partials. With
 // the sources of each row in a fixed order (a sorted index, a caller's
 // indptr, deterministic mode's stable permutation) the combine order is
 // fixed too: a hub gives the same bits every run.
 // Extra memory: 2 (blocks + groups) partial states per column vector and
-// outer index.
+// outer index, and the HubIndex: 1 + 2 E / kMinHubBlock offsets zeroed with
+// the plan's counters, E / limit rows.
 
+#include "torchplug/core/atomic.cuh"
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/reduce/policy.cuh"
 
@@ -114,21 +119,24 @@ struct HubBlocks {
 
   // For each hub among positions [unit * span, min(.., positions)) of a
   // block (every hub) or a group (the hubs crossing a group boundary):
-  // run(from, to, partial), its sources there and its partial's index.
-  // row_at(k) is the row of position k, bounds(row, start, end) its range.
-  template <typename RowAt, typename Bounds, typename Run>
-  __device__ __forceinline__ void for_each_run(HubLevel level, int64_t unit, int64_t positions, RowAt row_at,
-                                               Bounds bounds, Run run) const {
+  // run(from, to, partial), its sources there and its partial's index. Two
+  // can meet a unit: the hub covering its first position, and one starting
+  // inside it, which, longer than a block, covers the next unit's first
+  // position (or ends at `positions`, which would make it shorter than a
+  // block). Each is checked against the unit, so that a malformed CSR's
+  // overlapping rows never take a run outside it.
+  template <typename Index, typename Run>
+  __device__ __forceinline__ void for_each_run(HubLevel level, int64_t unit, int64_t positions, const Index& index,
+                                               Run run) const {
     const int64_t first = unit * span(level), last = first + span(level) < positions ? first + span(level) : positions;
     if (first >= last) return;
-    for (int at_last = 0; at_last < 2; ++at_last) {
-      int64_t start, end;
-      bounds(row_at(at_last ? last - 1 : first), start, end);
-      const bool starts_inside = start > first;
-      // The row at the last position is done already when it covers the first.
-      if (!is_hub(start, end) || (at_last && !starts_inside)) continue;
-      if (level == HubLevel::kGroup && !crosses_groups(start, end)) continue;
-      run(starts_inside ? start : first, end < last ? end : last, partial(level, unit, start));
+    int64_t start, end;
+    if (index.covering(first / size, start, end) && start <= first && first < end &&
+        (level == HubLevel::kBlock || crosses_groups(start, end))) {
+      run(first, end < last ? end : last, partial(level, unit, start));
+    }
+    if (last < positions && index.covering(last / size, start, end) && first < start && start < last) {
+      run(start, last, partial(level, unit, start));
     }
   }
 
@@ -148,6 +156,56 @@ struct HubBlocks {
   template <typename Take>
   __device__ __forceinline__ void for_each_hub_partial(int64_t start, int64_t end, Take take) const {
     for_each_partial(crosses_groups(start, end) ? HubLevel::kGroup : HubLevel::kBlock, start, end, take);
+  }
+};
+
+// Offsets a HubIndex takes among a plan's zeroed counters for E sources:
+// its count and, per block of the smallest size, a hub's [start, end).
+inline int64_t hub_index_counters(int64_t E) { return 1 + 2 * at::ceil_div<int64_t>(E, kMinHubBlock); }
+
+// The hubs the row pass met, for the hub passes: how many (none: the passes
+// return), their rows in no order (the last pass walks these, not every
+// row), and for each block the hub covering its first position (the block
+// and group passes read it where they would search for a position's row).
+// `found` and `cover` lie in zeroed memory (hub_index_counters); an end of 0
+// means no hub.
+template <typename offset_t>
+struct HubIndex {
+  offset_t* found;   // hubs met
+  offset_t* cover;   // [2 * blocks]: start and end of the hub covering block b's first position
+  int64_t* rows;     // [capacity]: the first min(found, capacity)
+  int64_t capacity;  // positions / (limit + 1) + 1: more only where a malformed CSR's rows overlap
+
+  static int64_t capacity_for(int64_t positions, const HubBlocks& hubs) { return positions / (hubs.limit + 1) + 1; }
+
+  // Records hub `row`, [start, end), from the row pass's item `lane` of
+  // `lanes` (its column vectors): lane 0 lists it, and the lanes share the
+  // blocks whose first position it covers.
+  __device__ __forceinline__ void add(const HubBlocks& hubs, int64_t row, int64_t start, int64_t end, int64_t lane,
+                                      int64_t lanes) const {
+    if (lane == 0) {
+      const int64_t slot = fetch_add(found, offset_t{1});
+      if (slot < capacity) rows[slot] = row;
+    }
+    for (int64_t block = at::ceil_div<int64_t>(start, hubs.size) + lane; block * hubs.size < end; block += lanes) {
+      cover[2 * block] = static_cast<offset_t>(start);
+      cover[2 * block + 1] = static_cast<offset_t>(end);
+    }
+  }
+
+  __device__ __forceinline__ bool none() const { return *found == 0; }
+
+  // Hubs listed in rows.
+  __device__ __forceinline__ int64_t listed() const {
+    const int64_t met = *found;
+    return met < capacity ? met : capacity;
+  }
+
+  // The hub covering block b's first position, if one does.
+  __device__ __forceinline__ bool covering(int64_t block, int64_t& start, int64_t& end) const {
+    start = cover[2 * block];
+    end = cover[2 * block + 1];
+    return end != 0;
   }
 };
 

@@ -98,6 +98,7 @@ struct Segments {
   int64_t E, inner, outer, N;
   int64_t items;  // outer * N * (inner / V)
   HubBlocks hubs;
+  HubIndex<offset_t> hub_index;
   bool accumulate;
   offset_t* next_tile;  // 0 at launch; see core::for_each_tile
   // min, max: the arg (out's layout), and how a position of this problem lies
@@ -184,8 +185,8 @@ __device__ __forceinline__ void write_row(const Segments<scalar_t, offset_t>& s,
 }
 
 // One thread per (outer, row, column vector) item: combines the row's sources
-// and writes the row's result once. A hub is left to the hub kernels, with
-// *long_rows set.
+// and writes the row's result once. A hub is left to the hub kernels, in
+// the hub index.
 // The kernel for each kind of index that may occur is launched (the
 // permuted one unless an unsorted index takes the atomic rows); one that
 // does not match *unsorted returns. The items go out in tiles taken in
@@ -207,7 +208,7 @@ __device__ __forceinline__ void segment_reduce(const scalar_t* __restrict__ src,
     offset_t start, end;
     s.csr.bounds(item.row, kPermuted, start, end);
     if (s.hubs.is_hub(start, end)) {
-      *s.csr.long_rows = 1;
+      if (item.o == 0) s.hub_index.add(s.hubs, item.row, start, end, item.v, vectors);
       return;
     }
     const scalar_t* column = src + item.o * s.E * s.inner + item.v * V;
@@ -272,29 +273,14 @@ __device__ __forceinline__ int64_t sorted_positions(const Csr<offset_t>& csr, in
   return end;
 }
 
-// hubs.for_each_run over a plan's CSR (`positions`: sorted_positions):
-// each position's row read off `index` (or rowptr, for a caller's CSR).
-template <typename offset_t, typename Run>
-__device__ __forceinline__ void for_each_hub_run(const HubBlocks& hubs, HubLevel level, int64_t unit,
-                                                 int64_t positions, const Csr<offset_t>& csr, const int64_t* index,
-                                                 int64_t N, bool permuted, Run run) {
-  const auto row_at = [&](int64_t k) { return csr.row_at(index, k, permuted, N); };
-  const auto bounds = [&](int64_t row, int64_t& start, int64_t& end) {
-    offset_t from, to;
-    csr.bounds(row, permuted, from, to);
-    start = from, end = to;
-  };
-  hubs.for_each_run(level, unit, positions, row_at, bounds, run);
-}
-
 template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
-                                    Csr<offset_t> csr, HubPartials<at::opmath_type<scalar_t>, offset_t> partials,
-                                    int64_t E, int64_t inner, int64_t N, int64_t items) {
+__global__ void hub_partials_kernel(const scalar_t* __restrict__ src, Csr<offset_t> csr, HubIndex<offset_t> hub_index,
+                                    HubPartials<at::opmath_type<scalar_t>, offset_t> partials, int64_t E,
+                                    int64_t inner, int64_t N, int64_t items) {
   using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
-  if (*csr.long_rows == 0) return;
+  if (hub_index.none()) return;
   const bool permuted = *csr.unsorted != 0;
   const int64_t positions = sorted_positions(csr, N, permuted);
   const int64_t vectors = inner / V;
@@ -303,8 +289,8 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int6
     const int64_t block = t / vectors % partials.hubs.blocks;
     const int64_t o = t / vectors / partials.hubs.blocks;
     const scalar_t* column = src + o * E * inner + v * V;
-    for_each_hub_run(partials.hubs, HubLevel::kBlock, block, positions, csr, index, N, permuted,
-                     [&](int64_t from, int64_t to, int64_t partial) {
+    partials.hubs.for_each_run(HubLevel::kBlock, block, positions, hub_index,
+                               [&](int64_t from, int64_t to, int64_t partial) {
       acc_t sum[V];
       offset_t arg[V];
       const auto first = static_cast<offset_t>(from), last = static_cast<offset_t>(to);
@@ -323,12 +309,12 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, const int6
 // Merges, in block order, the block partials of each hub crossing a group
 // boundary into its partial of each group.
 template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void hub_groups_kernel(const int64_t* __restrict__ index, Csr<offset_t> csr,
+__global__ void hub_groups_kernel(Csr<offset_t> csr, HubIndex<offset_t> hub_index,
                                   HubPartials<at::opmath_type<scalar_t>, offset_t> partials, int64_t inner, int64_t N,
                                   int64_t items) {
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
-  if (*csr.long_rows == 0) return;
+  if (hub_index.none()) return;
   const bool permuted = *csr.unsorted != 0;
   const int64_t positions = sorted_positions(csr, N, permuted);
   const int64_t vectors = inner / V;
@@ -336,8 +322,8 @@ __global__ void hub_groups_kernel(const int64_t* __restrict__ index, Csr<offset_
     const int64_t v = t % vectors;
     const int64_t group = t / vectors % partials.hubs.groups;
     const int64_t o = t / vectors / partials.hubs.groups;
-    for_each_hub_run(partials.hubs, HubLevel::kGroup, group, positions, csr, index, N, permuted,
-                     [&](int64_t from, int64_t to, int64_t partial) {
+    partials.hubs.for_each_run(HubLevel::kGroup, group, positions, hub_index,
+                               [&](int64_t from, int64_t to, int64_t partial) {
       partials.template merge_group<Policy, V>(o, from, to, partial, inner, v * V);
     });
   }
@@ -351,14 +337,18 @@ __global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_
                                   scalar_t* __restrict__ out, Segments<scalar_t, offset_t> s) {
   using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
-  if (*s.csr.long_rows == 0) return;
+  if (s.hub_index.none()) return;
   const bool permuted = *s.csr.unsorted != 0;
   const int64_t vectors = s.inner / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, s.items) {
-    const RowItem item = row_item(t, vectors, s.outer, s.N);
+  const int64_t hubs = s.hub_index.listed();
+  TORCHPLUG_GRID_STRIDE_LOOP(t, s.outer * hubs * vectors) {
+    RowItem item;
+    item.v = t % vectors;
+    item.o = t / vectors / hubs;
+    item.row = s.hub_index.rows[t / vectors % hubs];
+    item.slot = item.o * s.N + item.row;
     offset_t start, end;
     s.csr.bounds(item.row, permuted, start, end);
-    if (!s.hubs.is_hub(start, end)) continue;
     scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V];
     offset_t arg[V];
@@ -373,6 +363,11 @@ __global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_
 struct ArgPositions {
   int64_t inner = 1, E = 0, none = 0;
 };
+
+// A plan's counters for the segments: the tiles taken by the sorted and the
+// permuted kernel, then the hub index's.
+constexpr int64_t kSegmentTileCounters = 2;
+inline int64_t segment_counters(int64_t E) { return kSegmentTileCounters + hub_index_counters(E); }
 
 // The segments and hubs over a plan, all queued at once (hubs only when E
 // exceeds the hub limit). `index`: the index the plan was built from, or null
@@ -389,7 +384,7 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
                     bool atomics_if_unsorted, ArgPositions positions) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr bool kFinishes = Policy::kHasArg || Policy::kDividesByCount;
-  const core::Csr<offset_t> csr = plan.csr(plan.counter(0));
+  const core::Csr<offset_t> csr = plan.csr();
   const auto* src = p.src.const_data_ptr<scalar_t>();
   auto* out = p.out.mutable_data_ptr<scalar_t>();
   core::with_vector_width<scalar_t>(p.inner, {src, out}, [&](auto w) {
@@ -397,6 +392,10 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
     const int64_t vectors = p.inner / V;
     const int64_t rows = p.outer * p.N * vectors;
     const HubBlocks hubs = HubBlocks::of(p.E, rows, p.outer * p.E * vectors);
+    const int64_t hub_rows = p.E > hubs.limit ? HubIndex<offset_t>::capacity_for(p.E, hubs) : 0;
+    const at::Tensor listed = scratch({hub_rows}, plan.stats.options().dtype(at::kLong));
+    const HubIndex<offset_t> hub_index{plan.counter(kSegmentTileCounters), plan.counter(kSegmentTileCounters + 1),
+                                       listed.mutable_data_ptr<int64_t>(), hub_rows};
     const Segments<scalar_t, offset_t> sorted{csr,
                                               p.E,
                                               p.inner,
@@ -404,8 +403,9 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
                                               p.N,
                                               rows,
                                               hubs,
+                                              hub_index,
                                               p.accumulate,
-                                              plan.counter(1),
+                                              plan.counter(0),
                                               Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr,
                                               positions.none,
                                               positions.inner,
@@ -423,7 +423,7 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
       }
     } else if (index != nullptr) {
       Segments<scalar_t, offset_t> permuted = sorted;
-      permuted.next_tile = plan.counter(2);
+      permuted.next_tile = plan.counter(1);
       const auto permuted_kernel = [] {
         if constexpr (kCapPermutedRegisters<Policy, scalar_t, offset_t>) {
           return capped_permuted_segment_kernel<Policy, scalar_t, V, offset_t>;
@@ -440,14 +440,15 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
     const HubPartials<acc_t, offset_t> partials{values.mutable_data_ptr<acc_t>(), args.mutable_data_ptr<offset_t>(),
                                                hubs};
     const int64_t items = p.outer * hubs.blocks * vectors;
-    core::launch_one_wave_chained(hub_partials_kernel<Policy, scalar_t, V, offset_t>, items, src, index, csr, partials,
-                                  p.E, p.inner, p.N, items);
+    core::launch_one_wave_chained(hub_partials_kernel<Policy, scalar_t, V, offset_t>, items, src, csr, hub_index,
+                                  partials, p.E, p.inner, p.N, items);
     if (hubs.groups > 1) {
       const int64_t groups = p.outer * hubs.groups * vectors;
-      core::launch_one_wave_chained(hub_groups_kernel<Policy, scalar_t, V, offset_t>, groups, index, csr, partials,
-                                    p.inner, p.N, groups);
+      core::launch_one_wave_chained(hub_groups_kernel<Policy, scalar_t, V, offset_t>, groups, csr, hub_index,
+                                    partials, p.inner, p.N, groups);
     }
-    core::launch_one_wave_chained(store_hubs_kernel<Policy, scalar_t, V, offset_t>, rows, partials, out, sorted);
+    core::launch_one_wave_chained(store_hubs_kernel<Policy, scalar_t, V, offset_t>, p.outer * hub_rows * vectors,
+                                  partials, out, sorted);
   });
 }
 
@@ -462,7 +463,7 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
                         : atomics_if_unsorted ? core::Permutation::kNone
                                               : core::Permutation::kAtomic;
   options.probe = atomics_if_unsorted;
-  options.counters = 3;  // the long-rows flag, tiles taken by the sorted and the permuted kernel
+  options.counters = segment_counters(p.E);
   const auto plan = core::plan_index<offset_t>(p.index, p.E, p.N, options);
   reduce_planned<Policy, scalar_t>(p, plan, p.index.const_data_ptr<int64_t>(), atomics_if_unsorted, positions);
 }
@@ -470,7 +471,7 @@ void csr_reduce(const ScatterProblem& p, bool ordered, ArgPositions positions) {
 // segment_csr: the caller's indptr ([N + 1], int64) as the plan; p.index unused.
 template <typename Policy, typename scalar_t, typename offset_t>
 void indptr_reduce(const ScatterProblem& p, const at::Tensor& indptr) {
-  const auto plan = core::plan_from_indptr<offset_t>(indptr, p.E, /*counters=*/3);
+  const auto plan = core::plan_from_indptr<offset_t>(indptr, p.E, segment_counters(p.E));
   reduce_planned<Policy, scalar_t>(p, plan, nullptr, false, ArgPositions{p.inner, 0, p.E});
 }
 

@@ -65,7 +65,7 @@ void sorted_values_reduce(const ScatterProblem& p) {
   PlanOptions options;
   options.permutation = Permutation::kNone;
   options.probe = true;
-  options.counters = 3;  // as csr_reduce: the long-rows flag and two tile counters
+  options.counters = segment_counters(E);
   const IndexPlan<offset_t> plan = plan_index<offset_t>(p.index, E, N, options);
   const ArgPositions positions{1, 0, E};
   if (plan.stats.narrow(0, N + 1, 1).item<offset_t>() == 0) {
