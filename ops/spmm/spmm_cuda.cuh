@@ -6,8 +6,8 @@
 // the weighted messages in registers and writes the row once: no atomics, no
 // zero fill, and the x rows the edges name are read as whole vectors by
 // consecutive threads.
-// Rows too long for one thread (a power-law graph's hubs) are flagged and
-// split as every reduction's hubs are (core/reduce/cuda/hub_rows.cuh). Edges
+// Rows too long for one thread (a power-law graph's hubs) go to the hub
+// index and are split as every reduction's hubs are (core/reduce/cuda/hub_rows.cuh). Edges
 // whose col lies outside [0, N) are skipped; rowptr is clamped into [0, nnz].
 // Each reduction compiles in a translation unit of its own (cuda/<reduction>.cu).
 

@@ -239,8 +239,7 @@ IndexPlan<offset_t> plan_index(const at::Tensor& index, int64_t E, int64_t N, Pl
 // device, monotone, starting at 0): row r's sources are positions indptr[r] ..
 // indptr[r + 1] of E. The offsets are indptr clamped into [0, E], so that a
 // malformed one (outside checked mode) never reads past the sources: a row
-// whose end lies before its start is empty. There is no index to read a
-// position's row from: Csr::row_at searches rowptr.
+// whose end lies before its start is empty.
 template <typename offset_t>
 IndexPlan<offset_t> plan_from_indptr(const at::Tensor& indptr, int64_t E, int64_t counters = 0);
 

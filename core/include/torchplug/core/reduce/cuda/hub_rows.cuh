@@ -174,7 +174,10 @@ struct HubIndex {
   offset_t* found;   // hubs met
   offset_t* cover;   // [2 * blocks]: start and end of the hub covering block b's first position
   int64_t* rows;     // [capacity]: the first min(found, capacity)
-  int64_t capacity;  // positions / (limit + 1) + 1: more only where a malformed CSR's rows overlap
+  // positions / (limit + 1) + 1, every hub of a valid CSR; a malformed one's
+  // overlapping rows can make more, which are not listed (their rows of out
+  // are left unwritten)
+  int64_t capacity;
 
   static int64_t capacity_for(int64_t positions, const HubBlocks& hubs) { return positions / (hubs.limit + 1) + 1; }
 
