@@ -168,14 +168,13 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ x, const scalar
   core::let_next_kernel_start();
   if (r.hub_index.none()) return;
   const bool permuted = *r.csr.unsorted != 0;
-  const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
   const int64_t vectors = r.inner / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, r.outer * r.hubs.blocks * vectors) {
     const int64_t v = t % vectors;
     const int64_t block = t / vectors % r.hubs.blocks;
     const int64_t o = t / vectors / r.hubs.blocks;
     const int64_t column = o * r.E * r.inner + v * V;
-    r.hubs.for_each_run(core::HubLevel::kBlock, block, positions, r.hub_index,
+    r.hubs.for_each_run(core::HubLevel::kBlock, block, r.E, r.hub_index,
                         [&](int64_t from, int64_t to, int64_t partial) {
       State s[V];
 #pragma unroll
@@ -201,14 +200,12 @@ __global__ void hub_groups_kernel(Program program, Rows<Program, offset_t> r) {
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
   if (r.hub_index.none()) return;
-  const bool permuted = *r.csr.unsorted != 0;
-  const int64_t positions = core::sorted_positions(r.csr, r.N, permuted);
   const int64_t vectors = r.inner / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, r.outer * r.hubs.groups * vectors) {
     const int64_t v = t % vectors;
     const int64_t group = t / vectors % r.hubs.groups;
     const int64_t o = t / vectors / r.hubs.groups;
-    r.hubs.for_each_run(core::HubLevel::kGroup, group, positions, r.hub_index,
+    r.hubs.for_each_run(core::HubLevel::kGroup, group, r.E, r.hub_index,
                         [&](int64_t from, int64_t to, int64_t partial) {
       State s[V];
 #pragma unroll

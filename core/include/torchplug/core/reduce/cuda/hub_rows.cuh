@@ -119,7 +119,10 @@ struct HubBlocks {
 
   // For each hub among positions [unit * span, min(.., positions)) of a
   // block (every hub) or a group (the hubs crossing a group boundary):
-  // run(from, to, partial), its sources there and its partial's index. Two
+  // run(from, to, partial), its sources there and its partial's index.
+  // `positions` is all of them (E), not the last row's end: a malformed
+  // CSR's hub may run past that, and the last pass merges a partial for
+  // every unit of a hub's range, so each must be written. Two
   // can meet a unit: the hub covering its first position, and one starting
   // inside it, which, longer than a block, covers the next unit's first
   // position (or ends at `positions`, which would make it shorter than a

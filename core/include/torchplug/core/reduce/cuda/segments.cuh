@@ -265,31 +265,22 @@ __global__ void identity_kernel(scalar_t* __restrict__ out, int64_t vectors, Gat
   TORCHPLUG_GRID_STRIDE_LOOP(t, vectors) reinterpret_cast<Vector<scalar_t, V>*>(out)[t] = identity;
 }
 
-// The number of positions the CSR's rows cover (index values in [0, N)).
-template <typename offset_t>
-__device__ __forceinline__ int64_t sorted_positions(const Csr<offset_t>& csr, int64_t N, bool permuted) {
-  offset_t start, end;
-  csr.bounds(N - 1, permuted, start, end);
-  return end;
-}
-
 template <typename Policy, typename scalar_t, int V, typename offset_t>
 __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, Csr<offset_t> csr, HubIndex<offset_t> hub_index,
                                     HubPartials<at::opmath_type<scalar_t>, offset_t> partials, int64_t E,
-                                    int64_t inner, int64_t N, int64_t items) {
+                                    int64_t inner, int64_t items) {
   using acc_t = at::opmath_type<scalar_t>;
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
   if (hub_index.none()) return;
   const bool permuted = *csr.unsorted != 0;
-  const int64_t positions = sorted_positions(csr, N, permuted);
   const int64_t vectors = inner / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
     const int64_t v = t % vectors;
     const int64_t block = t / vectors % partials.hubs.blocks;
     const int64_t o = t / vectors / partials.hubs.blocks;
     const scalar_t* column = src + o * E * inner + v * V;
-    partials.hubs.for_each_run(HubLevel::kBlock, block, positions, hub_index,
+    partials.hubs.for_each_run(HubLevel::kBlock, block, E, hub_index,
                                [&](int64_t from, int64_t to, int64_t partial) {
       acc_t sum[V];
       offset_t arg[V];
@@ -309,20 +300,17 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, Csr<offset
 // Merges, in block order, the block partials of each hub crossing a group
 // boundary into its partial of each group.
 template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void hub_groups_kernel(Csr<offset_t> csr, HubIndex<offset_t> hub_index,
-                                  HubPartials<at::opmath_type<scalar_t>, offset_t> partials, int64_t inner, int64_t N,
-                                  int64_t items) {
+__global__ void hub_groups_kernel(HubIndex<offset_t> hub_index, HubPartials<at::opmath_type<scalar_t>, offset_t> partials,
+                                  int64_t E, int64_t inner, int64_t items) {
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
   if (hub_index.none()) return;
-  const bool permuted = *csr.unsorted != 0;
-  const int64_t positions = sorted_positions(csr, N, permuted);
   const int64_t vectors = inner / V;
   TORCHPLUG_GRID_STRIDE_LOOP(t, items) {
     const int64_t v = t % vectors;
     const int64_t group = t / vectors % partials.hubs.groups;
     const int64_t o = t / vectors / partials.hubs.groups;
-    partials.hubs.for_each_run(HubLevel::kGroup, group, positions, hub_index,
+    partials.hubs.for_each_run(HubLevel::kGroup, group, E, hub_index,
                                [&](int64_t from, int64_t to, int64_t partial) {
       partials.template merge_group<Policy, V>(o, from, to, partial, inner, v * V);
     });
@@ -441,11 +429,11 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
                                                hubs};
     const int64_t items = p.outer * hubs.blocks * vectors;
     core::launch_one_wave_chained(hub_partials_kernel<Policy, scalar_t, V, offset_t>, items, src, csr, hub_index,
-                                  partials, p.E, p.inner, p.N, items);
+                                  partials, p.E, p.inner, items);
     if (hubs.groups > 1) {
       const int64_t groups = p.outer * hubs.groups * vectors;
-      core::launch_one_wave_chained(hub_groups_kernel<Policy, scalar_t, V, offset_t>, groups, csr, hub_index,
-                                    partials, p.inner, p.N, groups);
+      core::launch_one_wave_chained(hub_groups_kernel<Policy, scalar_t, V, offset_t>, groups, hub_index, partials,
+                                    p.E, p.inner, groups);
     }
     core::launch_one_wave_chained(store_hubs_kernel<Policy, scalar_t, V, offset_t>, p.outer * hub_rows * vectors,
                                   partials, out, sorted);
