@@ -228,16 +228,11 @@ __global__ void store_hubs_kernel(scalar_t* __restrict__ out, Program program, R
   core::wait_for_previous_kernel();
   if (r.hub_index.none()) return;
   const bool permuted = *r.csr.unsorted != 0;
-  const int64_t vectors = r.inner / V;
-  const int64_t hubs = r.hub_index.listed();
-  TORCHPLUG_GRID_STRIDE_LOOP(t, r.outer * hubs * vectors) {
-    RowItem item;
-    item.v = t % vectors;
-    item.o = t / vectors / hubs;
-    item.row = r.hub_index.rows[t / vectors % hubs];
-    item.slot = item.o * r.N + item.row;
+  r.hub_index.for_each_hub_item(r.outer, r.N, r.inner / V, [&](int64_t o, int64_t row, int64_t v) {
+    const RowItem item{o * r.N + row, o, row, v};
     offset_t start, end;
     r.csr.bounds(item.row, permuted, start, end);
+    if (!r.hubs.is_hub(start, end)) return;
     const int64_t at = item.slot * r.inner + item.v * V;
     State s[V];
     start_states<Program, scalar_t, V>(program, s, out + at, r.accumulate);
@@ -247,7 +242,7 @@ __global__ void store_hubs_kernel(scalar_t* __restrict__ out, Program program, R
       for (int j = 0; j < V; ++j) program.merge(s[j], slot[j]);
     });
     finish_row<Program, scalar_t, V>(program, s, r, at, out);
-  }
+  });
 }
 
 template <typename Program, typename scalar_t, int V>
@@ -329,8 +324,7 @@ void run_planned(const RowsProblem& r, const Program& program) {
         at::empty({partial_states * static_cast<int64_t>(sizeof(State))}, p.src.options().dtype(at::kByte));
     const int64_t hub_rows = p.E > hubs.limit ? core::HubIndex<offset_t>::capacity_for(p.E, hubs) : 0;
     const at::Tensor listed = core::scratch({hub_rows}, plan.stats.options().dtype(at::kLong));
-    const core::HubIndex<offset_t> hub_index{plan.counter(1), plan.counter(2), listed.mutable_data_ptr<int64_t>(),
-                                             hub_rows};
+    const auto hub_index = core::HubIndex<offset_t>::in(plan.counter(1), listed);
     const Rows<Program, offset_t> rows{plan.csr(),
                                        Program::kEmits ? reinterpret_cast<State*>(states.mutable_data_ptr())
                                                        : nullptr,

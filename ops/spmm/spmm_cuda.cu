@@ -24,9 +24,19 @@ namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// The row of CSR position k, by binary search over rowptr[0, M) (M >= 1).
+// The row of CSR position k: the last row starting at or before k, by
+// binary search over rowptr[0, M) (M >= 1).
 __device__ __forceinline__ int64_t row_at(const int64_t* __restrict__ rowptr, int64_t M, int64_t k) {
-  return core::Csr<int64_t>{rowptr, nullptr, nullptr}.row_at(k, M);
+  int64_t low = 0, high = M - 1;
+  while (low < high) {
+    const int64_t mid = (low + high + 1) / 2;
+    if (rowptr[mid] <= k) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return low;
 }
 
 // Moves row forward to the row holding position k (rowptr read from L1: a

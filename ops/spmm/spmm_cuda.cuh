@@ -204,17 +204,17 @@ __global__ void spmm_store_hubs_kernel(const int64_t* __restrict__ rowptr,
   core::wait_for_previous_kernel();
   if (hub_index.none()) return;
   const int64_t vectors = s.F / V;
-  TORCHPLUG_GRID_STRIDE_LOOP(t, hub_index.listed() * vectors) {
-    const int64_t row = hub_index.rows[t / vectors];
-    const int64_t offset = (t % vectors) * V;
+  hub_index.for_each_hub_item(1, s.M, vectors, [&](int64_t, int64_t row, int64_t v) {
+    const int64_t offset = v * V;
     int64_t start, end;
     row_bounds(rowptr, row, s.nnz, start, end);
+    if (!partials.hubs.is_hub(start, end)) return;
     acc_t acc[V];
     int64_t held[V];
     start_accumulators<Policy>(acc, held, std::numeric_limits<int64_t>::max());
     partials.template merge_hub<Policy>(0, start, end, s.F, offset, acc, held);
     write_row<Policy, scalar_t, V>(out, arg, row * s.F + offset, acc, held, end - start, s.nnz);
-  }
+  });
 }
 
 template <typename Policy, typename scalar_t, bool kWeighted>
@@ -233,8 +233,7 @@ void launch_spmm(const SpmmProblem& p) {
     const auto* rowptr = p.rowptr.const_data_ptr<int64_t>();
     const int64_t hub_rows = p.nnz > hubs.limit ? core::HubIndex<int64_t>::capacity_for(p.nnz, hubs) : 0;
     const at::Tensor listed = core::scratch({hub_rows}, p.rowptr.options());
-    int64_t* counters = hub_counters.mutable_data_ptr<int64_t>();
-    const core::HubIndex<int64_t> hub_index{counters, counters + 1, listed.mutable_data_ptr<int64_t>(), hub_rows};
+    const auto hub_index = core::HubIndex<int64_t>::in(hub_counters.mutable_data_ptr<int64_t>(), listed);
     core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, rowptr, p.col.const_data_ptr<int64_t>(),
                  value, x, out, arg, s, hubs, hub_index);
     if (p.nnz <= hubs.limit) return;

@@ -181,21 +181,6 @@ struct Csr {
     start = permuted ? before : at;
     end = permuted ? at : after;
   }
-
-  // The row of position k of a caller's CSR (never permuted): the last row
-  // starting at or before k, by binary search over rowptr[0, N).
-  __device__ __forceinline__ int64_t row_at(int64_t k, int64_t N) const {
-    int64_t low = 0, high = N - 1;
-    while (low < high) {
-      const int64_t mid = (low + high + 1) / 2;
-      if (rowptr[mid] <= k) {
-        low = mid;
-      } else {
-        high = mid - 1;
-      }
-    }
-    return low;
-  }
 };
 
 // How an unsorted index gets its permutation.

@@ -36,6 +36,7 @@
 #include "torchplug/core/reduce/policy.cuh"
 
 #include <ATen/ceil_div.h>
+#include <ATen/core/Tensor.h>
 
 #include <cmath>
 #include <cstdint>
@@ -122,7 +123,7 @@ struct HubBlocks {
   // run(from, to, partial), its sources there and its partial's index.
   // `positions` is all of them (E), not the last row's end: a malformed
   // CSR's hub may run past that, and the last pass merges a partial for
-  // every unit of a hub's range, so each must be written. Two
+  // every unit of its range (overlapping hubs can still miss one). Two
   // can meet a unit: the hub covering its first position, and one starting
   // inside it, which, longer than a block, covers the next unit's first
   // position (or ends at `positions`, which would make it shorter than a
@@ -169,19 +170,23 @@ inline int64_t hub_index_counters(int64_t E) { return 1 + 2 * at::ceil_div<int64
 // The hubs the row pass met, for the hub passes: how many (none: the passes
 // return), their rows in no order (the last pass walks these, not every
 // row), and for each block the hub covering its first position (the block
-// and group passes read it where they would search for a position's row).
-// `found` and `cover` lie in zeroed memory (hub_index_counters); an end of 0
-// means no hub.
+// and group passes read it, with no search for a position's row). `found`
+// and `cover` lie in zeroed memory, hub_index_counters offsets from `at`
+// (HubIndex::in); an end of 0 means no hub.
 template <typename offset_t>
 struct HubIndex {
   offset_t* found;   // hubs met
   offset_t* cover;   // [2 * blocks]: start and end of the hub covering block b's first position
-  int64_t* rows;     // [capacity]: the first min(found, capacity)
+  int64_t* rows;     // [capacity]: the first found, when they fit
   // positions / (limit + 1) + 1, every hub of a valid CSR; a malformed one's
-  // overlapping rows can make more, which are not listed (their rows of out
-  // are left unwritten)
+  // overlapping rows can make more (for_each_hub_item)
   int64_t capacity;
 
+  // The index in the zeroed offsets from `at` (hub_index_counters of them)
+  // and a list of `positions / (limit + 1) + 1` rows.
+  static HubIndex in(offset_t* at, const at::Tensor& list) {
+    return {at, at + 1, list.mutable_data_ptr<int64_t>(), list.numel()};
+  }
   static int64_t capacity_for(int64_t positions, const HubBlocks& hubs) { return positions / (hubs.limit + 1) + 1; }
 
   // Records hub `row`, [start, end), from the row pass's item `lane` of
@@ -191,7 +196,7 @@ struct HubIndex {
                                       int64_t lanes) const {
     if (lane == 0) {
       const int64_t slot = fetch_add(found, offset_t{1});
-      if (slot < capacity) rows[slot] = row;
+      if (slot >= 0 && slot < capacity) rows[slot] = row;
     }
     for (int64_t block = at::ceil_div<int64_t>(start, hubs.size) + lane; block * hubs.size < end; block += lanes) {
       cover[2 * block] = static_cast<offset_t>(start);
@@ -201,10 +206,20 @@ struct HubIndex {
 
   __device__ __forceinline__ bool none() const { return *found == 0; }
 
-  // Hubs listed in rows.
-  __device__ __forceinline__ int64_t listed() const {
+  // The last pass's items, spread over the grid: each(o, row, v) for every
+  // (outer index, listed hub, column vector), or, where more hubs were met
+  // than the list holds (a malformed CSR's overlapping rows; a count past
+  // offset_t's range reads negative), for every (outer index, row, column
+  // vector), `each` passing over the rows that are no hub.
+  template <typename Each>
+  __device__ __forceinline__ void for_each_hub_item(int64_t outer, int64_t N, int64_t vectors, Each each) const {
     const int64_t met = *found;
-    return met < capacity ? met : capacity;
+    const bool all_listed = met >= 0 && met <= capacity;
+    const int64_t units = all_listed ? met : N;
+    TORCHPLUG_GRID_STRIDE_LOOP(t, outer * units * vectors) {
+      const int64_t unit = t / vectors % units;
+      each(t / vectors / units, all_listed ? rows[unit] : unit, t % vectors);
+    }
   }
 
   // The hub covering block b's first position, if one does.

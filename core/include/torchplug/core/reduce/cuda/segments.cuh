@@ -300,8 +300,9 @@ __global__ void hub_partials_kernel(const scalar_t* __restrict__ src, Csr<offset
 // Merges, in block order, the block partials of each hub crossing a group
 // boundary into its partial of each group.
 template <typename Policy, typename scalar_t, int V, typename offset_t>
-__global__ void hub_groups_kernel(HubIndex<offset_t> hub_index, HubPartials<at::opmath_type<scalar_t>, offset_t> partials,
-                                  int64_t E, int64_t inner, int64_t items) {
+__global__ void hub_groups_kernel(HubIndex<offset_t> hub_index,
+                                  HubPartials<at::opmath_type<scalar_t>, offset_t> partials, int64_t E, int64_t inner,
+                                  int64_t items) {
   core::wait_for_previous_kernel();
   core::let_next_kernel_start();
   if (hub_index.none()) return;
@@ -327,23 +328,18 @@ __global__ void store_hubs_kernel(HubPartials<at::opmath_type<scalar_t>, offset_
   core::wait_for_previous_kernel();
   if (s.hub_index.none()) return;
   const bool permuted = *s.csr.unsorted != 0;
-  const int64_t vectors = s.inner / V;
-  const int64_t hubs = s.hub_index.listed();
-  TORCHPLUG_GRID_STRIDE_LOOP(t, s.outer * hubs * vectors) {
-    RowItem item;
-    item.v = t % vectors;
-    item.o = t / vectors / hubs;
-    item.row = s.hub_index.rows[t / vectors % hubs];
-    item.slot = item.o * s.N + item.row;
+  s.hub_index.for_each_hub_item(s.outer, s.N, s.inner / V, [&](int64_t o, int64_t row, int64_t v) {
+    const RowItem item{o * s.N + row, o, row, v};
     offset_t start, end;
     s.csr.bounds(item.row, permuted, start, end);
+    if (!s.hubs.is_hub(start, end)) return;
     scalar_t* target = out + item.slot * s.inner + item.v * V;
     acc_t sum[V];
     offset_t arg[V];
     start_row<Policy, false>(sum, arg, target, s.accumulate, start);
     partials.template merge_hub<Policy>(item.o, start, end, s.inner, item.v * V, sum, arg);
     write_row<Policy>(s, item, target, sum, arg, end - start);
-  }
+  });
 }
 
 // How positions of p lie along dim, for the arg: (position / inner) % E, or
@@ -382,8 +378,7 @@ void reduce_planned(const ScatterProblem& p, const core::IndexPlan<offset_t>& pl
     const HubBlocks hubs = HubBlocks::of(p.E, rows, p.outer * p.E * vectors);
     const int64_t hub_rows = p.E > hubs.limit ? HubIndex<offset_t>::capacity_for(p.E, hubs) : 0;
     const at::Tensor listed = scratch({hub_rows}, plan.stats.options().dtype(at::kLong));
-    const HubIndex<offset_t> hub_index{plan.counter(kSegmentTileCounters), plan.counter(kSegmentTileCounters + 1),
-                                       listed.mutable_data_ptr<int64_t>(), hub_rows};
+    const auto hub_index = HubIndex<offset_t>::in(plan.counter(kSegmentTileCounters), listed);
     const Segments<scalar_t, offset_t> sorted{csr,
                                               p.E,
                                               p.inner,
