@@ -66,6 +66,7 @@ def segment_paths(reduce: str) -> None:
             src = (torch.randn(E, F, device="cuda") * 10).to(dtype)
             torchplug.segment_csr(src, indptr, reduce=reduce)
             torchplug.segment_csr(src, torch.tensor([0, 5, 3, E + 100, 40], device="cuda"), reduce=reduce)
+            torchplug.segment_csr(src, torch.tensor([0, E] * 200, device="cuda"), reduce=reduce)  # past the hub list
             if F > 1:  # along the last dim: indptr shared by the rows, or one per row
                 rows = src.t().contiguous()[:2]
                 torchplug.segment_csr(rows, indptr.view(1, -1), reduce=reduce)

@@ -86,6 +86,21 @@ def test_cuda_checked_mode_raises_and_unchecked_stays_in_bounds() -> None:
 
 
 @cuda
+def test_cuda_overlapping_hubs_past_the_hub_list() -> None:
+    """An indptr that goes back to 0 makes 200 rows of all 6,000 positions:
+    more hubs than a valid CSR of 6,000 positions can hold (182 with a limit
+    of 32), so more than the hub list takes. Outside checked mode every one
+    of them is still reduced (they share their blocks' partials), and the
+    empty rows between them give 0."""
+    src = torch.randn(6000, 4, device="cuda", dtype=torch.float64)
+    indptr = torch.tensor([0, 6000] * 200, device="cuda")
+    got = torchplug.segment_sum_csr(src, indptr)
+    want = torch.zeros(399, 4, device="cuda", dtype=torch.float64)
+    want[0::2] = src.sum(0)
+    torch.testing.assert_close(got, want)
+
+
+@cuda
 @pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
 @pytest.mark.parametrize("segments", [10_000, 40, 3])
 def test_cuda_long_segments_in_order(reduce: str, segments: int) -> None:
