@@ -223,20 +223,21 @@ void launch_spmm(const SpmmProblem& p) {
   auto* out = p.out.mutable_data_ptr<scalar_t>();
   const scalar_t* value = kWeighted ? p.value.const_data_ptr<scalar_t>() : nullptr;
   int64_t* arg = Policy::kHasArg ? p.arg.mutable_data_ptr<int64_t>() : nullptr;
-  // The hub index's counters, zeroed (core/reduce/cuda/hub_rows.cuh).
-  const at::Tensor hub_counters = at::zeros({core::hub_index_counters(p.nnz)}, p.rowptr.options());
   const Sizes s{p.M, p.N, p.nnz, p.F, p.H, p.C};
   core::with_vector_width<scalar_t>(p.C, {x, out}, [&](auto w) {
     constexpr int V = decltype(w)::value;
     const int64_t items = p.M * (p.F / V);
     const core::HubBlocks hubs = core::HubBlocks::of(p.nnz, items, p.nnz * (p.F / V));
     const auto* rowptr = p.rowptr.const_data_ptr<int64_t>();
-    const int64_t hub_rows = p.nnz > hubs.limit ? core::HubIndex<int64_t>::capacity_for(p.nnz, hubs) : 0;
+    const bool has_hubs = p.nnz > hubs.limit;
+    const int64_t hub_rows = has_hubs ? core::HubIndex<int64_t>::capacity_for(p.nnz, hubs) : 0;
+    // The hub index's count and its blocks' cover, zeroed (core/reduce/cuda/hub_rows.cuh).
+    const at::Tensor hub_counters = at::zeros({has_hubs ? 1 + 2 * hubs.blocks : 1}, p.rowptr.options());
     const at::Tensor listed = core::scratch({hub_rows}, p.rowptr.options());
     const auto hub_index = core::HubIndex<int64_t>::in(hub_counters.mutable_data_ptr<int64_t>(), listed);
     core::launch(spmm_rows_kernel<Policy, scalar_t, V, kWeighted>, items, rowptr, p.col.const_data_ptr<int64_t>(),
                  value, x, out, arg, s, hubs, hub_index);
-    if (p.nnz <= hubs.limit) return;
+    if (!has_hubs) return;
     using acc_t = at::opmath_type<scalar_t>;
     // Filled, so that a malformed rowptr (outside checked mode) whose hub
     // misses a block's or a group's partial reads the identity, not stale
