@@ -5,16 +5,17 @@
 // wide tensor): deterministic mode's, and by default mul's, min's and max's.
 // The index's order is built once for every slice: each chunk of kBinChunk
 // positions sorted by slot, stably, and where each slot's run starts in it.
-// Then one block per (outer index, span of chunks) loads each chunk's values
-// coalesced into shared memory, and each thread combines the runs of the
-// slots it owns, in order, into running partials in shared memory; a last
-// pass merges the spans' partials in span order. Every value is read once
+// Then one block per (outer index, span of chunks) loads each chunk's values,
+// order and run starts coalesced into shared memory, and each thread combines
+// the runs of the slots it owns, in order, into running partials in shared
+// memory; the next chunk's loads are in flight, in registers, while a chunk
+// is walked. A last pass merges the spans' partials in span order. Every value is read once
 // and coalesced, where the ordered segments read each through the
 // permutation, a 32-byte sector per 4-byte value (docs/benchmarks.md). Each
 // slot combines its sources in source order: the same bits every run, and
 // min and max hold the first position.
-// Extra memory: 2 bytes a position (the order), (N + 1) x 2 bytes a chunk
-// (the run starts), N counts and outer x spans x N partials.
+// Extra memory: 2 bytes a position (the order), about (N + 1) x 2 bytes a
+// chunk (the run starts), N counts and outer x spans x N partials.
 
 #include "torchplug/core/launch.cuh"
 #include "torchplug/core/reduce/cuda/shared_bins.cuh"
@@ -39,17 +40,25 @@ constexpr int kOrderItems = 8;
 constexpr int kBinChunk = kOrderThreads * kOrderItems;
 // Slots at most: a slot and a run start are 2 bytes.
 constexpr int64_t kMaxOrderedBins = 4096;
-// Shared memory a block may take without opting in.
-constexpr int64_t kOrderedBinsSharedBytes = int64_t{48} << 10;
+// Shared memory a block may take: past the 48 KB a launch gets without
+// opting in, so that every slot count the bins took before the run starts
+// moved into shared memory (8 KB at most) still fits.
+constexpr int64_t kOrderedBinsSharedBytes = int64_t{64} << 10;
+constexpr int64_t kSharedBytesWithoutOptIn = int64_t{48} << 10;
 // A position no source holds yet (positions are int32: E <= INT32_MAX).
 constexpr int32_t kNoPosition = std::numeric_limits<int32_t>::max();
+
+// A chunk's run starts: N + 1 of them, padded to whole 8-byte words so that
+// they load as 4-byte words and the partials after them in shared memory
+// stay aligned for double.
+constexpr int64_t bin_starts_stride(int64_t N) { return (N + 1 + 3) / 4 * 4; }
 
 // The index's order, the same for every slice.
 struct BinOrder {
   uint16_t* order;   // [chunks][kBinChunk]: each chunk's positions by slot, in source order within a slot
-  uint16_t* starts;  // [chunks][N + 1]: where slot s's run starts; slot N (index values outside [0, N)) ends it
+  uint16_t* starts;  // [chunks][stride]: where slot s's run starts; slot N (index values outside [0, N)) ends it
   int32_t* counts;   // [N]: each slot's sources in all chunks (mean's divisor)
-  int64_t E, N, chunks;
+  int64_t E, N, chunks, stride;
 };
 
 // One block per chunk: cub's stable block radix sort of its slots (N for
@@ -95,9 +104,9 @@ static __global__ void __launch_bounds__(kOrderThreads)
     }
     return low;
   };
-  for (int64_t s = threadIdx.x; s <= b.N; s += kOrderThreads) {
+  for (int64_t s = threadIdx.x; s < b.stride; s += kOrderThreads) {
     const int start = run_start(s);
-    b.starts[blockIdx.x * (b.N + 1) + s] = static_cast<uint16_t>(start);
+    b.starts[blockIdx.x * b.stride + s] = static_cast<uint16_t>(start);
     if (s < b.N) {
       const int length = run_start(s + 1) - start;
       if (length > 0) atomicAdd(b.counts + s, length);
@@ -119,52 +128,103 @@ template <typename Policy, typename scalar_t>
 constexpr int64_t ordered_bins_bytes(int64_t N) {
   using acc_t = at::opmath_type<scalar_t>;
   return kBinChunk * static_cast<int64_t>(sizeof(scalar_t) + sizeof(uint16_t)) +
+         bin_starts_stride(N) * static_cast<int64_t>(sizeof(uint16_t)) +
          N * static_cast<int64_t>(sizeof(acc_t) + (Policy::kHasArg ? sizeof(int32_t) : 0));
 }
 
-// One block per (outer index, span of chunks). Slot s belongs to thread
-// s % blockDim.x, which alone reads and writes its partial: the barriers
-// guard only the chunk's values and order.
+// One chunk of a slice held in registers, a thread's share of it: its
+// values, its order and its run starts, as 4-byte words where 2-byte.
+constexpr int kBinValuesPerThread = kBinChunk / kThreadsPerBlock;
+constexpr int kBinOrderWordsPerThread = kBinChunk / 2 / kThreadsPerBlock;
+constexpr int kBinStartWordsPerThread =
+    static_cast<int>((bin_starts_stride(kMaxOrderedBins) / 2 + kThreadsPerBlock - 1) / kThreadsPerBlock);
+
+template <typename scalar_t>
+struct StagedChunk {
+  scalar_t values[kBinValuesPerThread];
+  uint32_t order[kBinOrderWordsPerThread];
+  uint32_t starts[kBinStartWordsPerThread];
+  int length;
+
+  // Coalesced loads with no use before store(): they stay in flight while
+  // the chunk before is walked.
+  __device__ __forceinline__ void load(const scalar_t* __restrict__ slice, const BinOrder& b, int64_t c) {
+    const int64_t first = c * kBinChunk;
+    length = static_cast<int>(std::min<int64_t>(kBinChunk, b.E - first));
+#pragma unroll
+    for (int i = 0; i < kBinValuesPerThread; ++i) {
+      const int k = i * kThreadsPerBlock + threadIdx.x;
+      if (k < length) values[i] = slice[first + k];
+    }
+    const auto* order_words = reinterpret_cast<const uint32_t*>(b.order + first);
+#pragma unroll
+    for (int i = 0; i < kBinOrderWordsPerThread; ++i) order[i] = order_words[i * kThreadsPerBlock + threadIdx.x];
+    const auto* start_words = reinterpret_cast<const uint32_t*>(b.starts + c * b.stride);
+#pragma unroll
+    for (int i = 0; i < kBinStartWordsPerThread; ++i) {
+      const int k = i * kThreadsPerBlock + threadIdx.x;
+      if (k < b.stride / 2) starts[i] = start_words[k];
+    }
+  }
+
+  __device__ __forceinline__ void store(scalar_t* values_s, uint32_t* order_s, uint32_t* starts_s,
+                                        int64_t stride) const {
+#pragma unroll
+    for (int i = 0; i < kBinValuesPerThread; ++i) {
+      const int k = i * kThreadsPerBlock + threadIdx.x;
+      if (k < length) values_s[k] = values[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kBinOrderWordsPerThread; ++i) order_s[i * kThreadsPerBlock + threadIdx.x] = order[i];
+#pragma unroll
+    for (int i = 0; i < kBinStartWordsPerThread; ++i) {
+      const int k = i * kThreadsPerBlock + threadIdx.x;
+      if (k < stride / 2) starts_s[k] = starts[i];
+    }
+  }
+};
+
+// One block of kThreadsPerBlock per (outer index, span of chunks). Slot s
+// belongs to thread s % kThreadsPerBlock, which alone reads and writes its
+// partial: the barriers guard only the chunk in shared memory.
 template <typename Policy, typename scalar_t, typename acc_t>
-__global__ void ordered_bins_kernel(const scalar_t* __restrict__ src, BinOrder b, int64_t spans,
-                                    acc_t* __restrict__ partial_values, int32_t* __restrict__ partial_args) {
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    ordered_bins_kernel(const scalar_t* __restrict__ src, BinOrder b, int64_t spans,
+                        acc_t* __restrict__ partial_values, int32_t* __restrict__ partial_args) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto* values = reinterpret_cast<scalar_t*>(shared_bytes);
   auto* order = reinterpret_cast<uint16_t*>(values + kBinChunk);
-  auto* sums = reinterpret_cast<acc_t*>(order + kBinChunk);
+  auto* starts = order + kBinChunk;
+  auto* sums = reinterpret_cast<acc_t*>(starts + b.stride);
   auto* args = reinterpret_cast<int32_t*>(sums + b.N);
   const int64_t o = blockIdx.x / spans, span = blockIdx.x % spans;
-  for (int64_t s = threadIdx.x; s < b.N; s += blockDim.x) {
+  for (int64_t s = threadIdx.x; s < b.N; s += kThreadsPerBlock) {
     sums[s] = partial_identity<Policy, acc_t>();
     if constexpr (Policy::kHasArg) args[s] = kNoPosition;
   }
   const scalar_t* slice = src + o * b.E;
-  for (int64_t c = span * b.chunks / spans; c < (span + 1) * b.chunks / spans; ++c) {
-    const int64_t first = c * kBinChunk;
-    const int length = static_cast<int>(std::min<int64_t>(kBinChunk, b.E - first));
+  const int64_t begin = span * b.chunks / spans, end = (span + 1) * b.chunks / spans;
+  StagedChunk<scalar_t> staged;
+  if (begin < end) staged.load(slice, b, begin);
+  for (int64_t c = begin; c < end; ++c) {
     __syncthreads();  // the last chunk's runs are walked
-    // Unrolled: a thread's loads of the chunk go out together.
-#pragma unroll 4
-    for (int i = threadIdx.x; i < length; i += blockDim.x) {
-      values[i] = slice[first + i];
-      order[i] = b.order[first + i];
-    }
+    staged.store(values, reinterpret_cast<uint32_t*>(order), reinterpret_cast<uint32_t*>(starts), b.stride);
     __syncthreads();
-    const uint16_t* starts = b.starts + c * (b.N + 1);
-    for (int64_t s = threadIdx.x; s < b.N; s += blockDim.x) {
+    if (c + 1 < end) staged.load(slice, b, c + 1);
+    const int32_t first = static_cast<int32_t>(c * kBinChunk);
+    for (int64_t s = threadIdx.x; s < b.N; s += kThreadsPerBlock) {
       acc_t sum = sums[s];
       int32_t arg = Policy::kHasArg ? args[s] : kNoPosition;
-      const int end = starts[s + 1];
-      for (int k = starts[s]; k < end; ++k) {
-        const int32_t position = static_cast<int32_t>(first) + order[k];
-        combine_in_order<Policy>(sum, arg, static_cast<acc_t>(values[order[k]]), position);
+      const int run_end = starts[s + 1];
+      for (int k = starts[s]; k < run_end; ++k) {
+        combine_in_order<Policy>(sum, arg, static_cast<acc_t>(values[order[k]]), first + order[k]);
       }
       sums[s] = sum;
       if constexpr (Policy::kHasArg) args[s] = arg;
     }
   }
   const int64_t base = (o * spans + span) * b.N;
-  for (int64_t s = threadIdx.x; s < b.N; s += blockDim.x) {
+  for (int64_t s = threadIdx.x; s < b.N; s += kThreadsPerBlock) {
     partial_values[base + s] = sums[s];
     if constexpr (Policy::kHasArg) partial_args[base + s] = args[s];
   }
@@ -216,11 +276,12 @@ void ordered_bins_reduce(const ScatterProblem& p) {
   const int64_t chunks = at::ceil_div<int64_t>(p.E, kBinChunk);
   const auto ints = p.index.options().dtype(at::kInt);
   const auto shorts = p.index.options().dtype(at::kShort);
-  const at::Tensor order = scratch({chunks * kBinChunk}, shorts), starts = scratch({chunks * (p.N + 1)}, shorts);
+  const int64_t stride = bin_starts_stride(p.N);
+  const at::Tensor order = scratch({chunks * kBinChunk}, shorts), starts = scratch({chunks * stride}, shorts);
   const at::Tensor counts = at::zeros({p.N}, ints);
   const BinOrder b{reinterpret_cast<uint16_t*>(order.mutable_data_ptr<int16_t>()),
                    reinterpret_cast<uint16_t*>(starts.mutable_data_ptr<int16_t>()), counts.mutable_data_ptr<int32_t>(),
-                   p.E, p.N, chunks};
+                   p.E, p.N, chunks, stride};
   const auto stream = at::cuda::getCurrentCUDAStream();
   const int end_bit = 64 - __builtin_clzll(static_cast<unsigned long long>(p.N) | 1ull);
   bin_order_kernel<<<chunks, kOrderThreads, 0, stream>>>(p.index.const_data_ptr<int64_t>(), b, end_bit);
@@ -230,8 +291,12 @@ void ordered_bins_reduce(const ScatterProblem& p) {
   const int64_t spans = std::clamp<int64_t>(at::ceil_div<int64_t>(waves_of_blocks, p.outer), 1, chunks);
   const at::Tensor values = scratch({p.outer * spans * p.N}, p.src.options().dtype(at::toOpMathType(p.src.scalar_type())));
   const at::Tensor args = scratch({Policy::kHasArg ? p.outer * spans * p.N : 0}, ints);
-  ordered_bins_kernel<Policy, scalar_t, acc_t>
-      <<<p.outer * spans, kThreadsPerBlock, ordered_bins_bytes<Policy, scalar_t>(p.N), stream>>>(
+  const int64_t shared = ordered_bins_bytes<Policy, scalar_t>(p.N);
+  if (shared > kSharedBytesWithoutOptIn) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(ordered_bins_kernel<Policy, scalar_t, acc_t>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+  }
+  ordered_bins_kernel<Policy, scalar_t, acc_t><<<p.outer * spans, kThreadsPerBlock, shared, stream>>>(
           p.src.const_data_ptr<scalar_t>(), b, spans, values.mutable_data_ptr<acc_t>(),
           args.mutable_data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
