@@ -173,8 +173,22 @@ def add_paths() -> None:
     torchplug.add(torch.randint(0, 9, (333, 77), device="cuda", dtype=torch.int32), torch.randn(77, device="cuda"))
 
 
+def last_dim_paths() -> None:
+    """Along dim=-1 into few slots: the ordered bins (two chunks and a part,
+    values outside [0, N)), and float64 rows of a thousand slots, whose
+    block takes shared memory past 48 KB."""
+    torch.manual_seed(0)
+    for E, N, dtypes in ((9000, 300, (torch.float32, torch.bfloat16, torch.int64)), (20000, 1000, (torch.float64,))):
+        index = torch.randint(0, N, (E,), device="cuda")
+        index[5], index[8] = N, -1
+        for dtype in dtypes:
+            src = (torch.randn(3, E, device="cuda") * 10).to(dtype)
+            for reduce in REDUCTIONS:
+                torchplug.scatter(src, index, -1, dim_size=N, reduce=reduce)
+
+
 if __name__ == "__main__":
-    families = {"composite": composite_paths, "spmm": spmm_paths, "add": add_paths,
+    families = {"composite": composite_paths, "spmm": spmm_paths, "add": add_paths, "last_dim": last_dim_paths,
                 "segment": lambda: [segment_paths(reduce) for reduce in REDUCTIONS]}
     if len(sys.argv) == 2 and sys.argv[1] in families:  # one family alone
         families[sys.argv[1]]()
@@ -189,11 +203,13 @@ if __name__ == "__main__":
         segment_paths(reduce)
     composite_paths()
     spmm_paths()
+    last_dim_paths()
     # The ordered segments of deterministic mode (floating types only), backward included.
     torch.use_deterministic_algorithms(True)
     for reduce in REDUCTIONS:
         scatter_paths(reduce, (torch.float32, torch.bfloat16), (1, 16))
         segment_paths(reduce)
     composite_paths()
+    last_dim_paths()
     torch.cuda.synchronize()
     print("workload done")
