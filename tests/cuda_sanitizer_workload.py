@@ -175,14 +175,18 @@ def add_paths() -> None:
 
 def last_dim_paths() -> None:
     """Along dim=-1 into few slots: the ordered bins (two chunks and a part,
-    values outside [0, N)), and float64 rows of a thousand slots, whose
-    block takes shared memory past 48 KB."""
+    values outside [0, N)), float64 rows of a thousand slots, whose block
+    takes shared memory past 48 KB, and slices enough for two spans of the
+    three chunks (two waves of blocks over 8 blocks a slice and SM), where
+    a block loads its next chunk while it walks one."""
     torch.manual_seed(0)
-    for E, N, dtypes in ((9000, 300, (torch.float32, torch.bfloat16, torch.int64)), (20000, 1000, (torch.float64,))):
+    many = 8 * torch.cuda.get_device_properties(0).multi_processor_count
+    for outer, E, N, dtypes in ((3, 9000, 300, (torch.float32, torch.bfloat16, torch.int64)),
+                                (3, 20000, 1000, (torch.float64,)), (many, 9000, 300, (torch.float32,))):
         index = torch.randint(0, N, (E,), device="cuda")
         index[5], index[8] = N, -1
         for dtype in dtypes:
-            src = (torch.randn(3, E, device="cuda") * 10).to(dtype)
+            src = (torch.randn(outer, E, device="cuda") * 10).to(dtype)
             for reduce in REDUCTIONS:
                 torchplug.scatter(src, index, -1, dim_size=N, reduce=reduce)
 

@@ -529,7 +529,7 @@ def test_cpu_deterministic() -> None:
 
 #: (outer slices, E, N) along dim=-1: few slots, many slices (on CUDA the
 #: ordered bins where a block's shared memory allows, the ordered segments
-#: otherwise: N=4096 of float64 min and max).
+#: otherwise: N=4096 of float64, and of float32 min and max).
 LAST_DIM_CASES = [(3, 12_411, 300), (700, 32_773, 300), (2, 65_543, 4096)]
 
 

@@ -40,10 +40,9 @@ constexpr int kOrderItems = 8;
 constexpr int kBinChunk = kOrderThreads * kOrderItems;
 // Slots at most: a slot and a run start are 2 bytes.
 constexpr int64_t kMaxOrderedBins = 4096;
-// Shared memory a block may take: past the 48 KB a launch gets without
-// opting in, so that every slot count the bins took before the run starts
-// moved into shared memory (8 KB at most) still fits.
-constexpr int64_t kOrderedBinsSharedBytes = int64_t{64} << 10;
+// Shared memory a block takes without opting in: what admits a slot count
+// (a chunk's values and order and the partials); the chunk's run starts
+// (8 KB at most) come on top, past it by opt-in where they must.
 constexpr int64_t kSharedBytesWithoutOptIn = int64_t{48} << 10;
 // A position no source holds yet (positions are int32: E <= INT32_MAX).
 constexpr int32_t kNoPosition = std::numeric_limits<int32_t>::max();
@@ -122,13 +121,14 @@ __device__ __forceinline__ void combine_in_order(acc_t& sum, int32_t& held, acc_
   combine_at<Policy, true>(sum, held, value, position);
 }
 
-// The shared memory of one ordered_bins_kernel block: a chunk's values and
-// order, then each slot's running partial (and position, for an arg).
+// The shared memory of one ordered_bins_kernel block: a chunk's values,
+// order and run starts, then each slot's running partial (and position, for
+// an arg). Without the run starts: what takes_ordered_bins admits by.
 template <typename Policy, typename scalar_t>
-constexpr int64_t ordered_bins_bytes(int64_t N) {
+constexpr int64_t ordered_bins_bytes(int64_t N, bool with_starts = true) {
   using acc_t = at::opmath_type<scalar_t>;
   return kBinChunk * static_cast<int64_t>(sizeof(scalar_t) + sizeof(uint16_t)) +
-         bin_starts_stride(N) * static_cast<int64_t>(sizeof(uint16_t)) +
+         (with_starts ? bin_starts_stride(N) * static_cast<int64_t>(sizeof(uint16_t)) : 0) +
          N * static_cast<int64_t>(sizeof(acc_t) + (Policy::kHasArg ? sizeof(int32_t) : 0));
 }
 
@@ -138,6 +138,9 @@ constexpr int kBinValuesPerThread = kBinChunk / kThreadsPerBlock;
 constexpr int kBinOrderWordsPerThread = kBinChunk / 2 / kThreadsPerBlock;
 constexpr int kBinStartWordsPerThread =
     static_cast<int>((bin_starts_stride(kMaxOrderedBins) / 2 + kThreadsPerBlock - 1) / kThreadsPerBlock);
+static_assert(kBinChunk % (2 * kThreadsPerBlock) == 0, "a chunk's order splits evenly into words a thread");
+static_assert(kBinStartWordsPerThread * kThreadsPerBlock * 2 >= bin_starts_stride(kMaxOrderedBins),
+              "the staged start words cover the run starts of kMaxOrderedBins slots");
 
 template <typename scalar_t>
 struct StagedChunk {
@@ -260,13 +263,13 @@ __global__ void merge_bins_kernel(const acc_t* __restrict__ partial_values, cons
 
 // Whether p takes the ordered bins: one value per source along a 1-D index
 // shared by two or more slices (at most 2^30: a block per slice and span),
-// a slot count that fits the 2-byte order, a block's shared memory under
-// kOrderedBinsSharedBytes, at least kSharedBinsEntriesPerSlot sources a slot
+// a slot count that fits the 2-byte order, a block's shared memory less the
+// run starts under kSharedBytesWithoutOptIn, at least kSharedBinsEntriesPerSlot sources a slot
 // (fewer leave most of a chunk's slots empty) and int32 positions.
 template <typename Policy, typename scalar_t>
 bool takes_ordered_bins(const ScatterProblem& p) {
   return p.index_1d && p.inner == 1 && p.outer >= 2 && p.outer <= (int64_t{1} << 30) &&
-         p.N <= kMaxOrderedBins && ordered_bins_bytes<Policy, scalar_t>(p.N) <= kOrderedBinsSharedBytes &&
+         p.N <= kMaxOrderedBins && ordered_bins_bytes<Policy, scalar_t>(p.N, false) <= kSharedBytesWithoutOptIn &&
          p.E >= kSharedBinsEntriesPerSlot * p.N && p.E <= std::numeric_limits<int32_t>::max();
 }
 
