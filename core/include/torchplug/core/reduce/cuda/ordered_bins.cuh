@@ -189,9 +189,11 @@ struct StagedChunk {
 
 // One block of kThreadsPerBlock per (outer index, span of chunks). Slot s
 // belongs to thread s % kThreadsPerBlock, which alone reads and writes its
-// partial: the barriers guard only the chunk in shared memory.
+// partial: the barriers guard only the chunk in shared memory. The explicit
+// minimum of one block an SM is the build that was timed: without it ptxas
+// gives the staged chunk fewer registers (int32 max spilled).
 template <typename Policy, typename scalar_t, typename acc_t>
-__global__ void __launch_bounds__(kThreadsPerBlock)
+__global__ void __launch_bounds__(kThreadsPerBlock, 1)
     ordered_bins_kernel(const scalar_t* __restrict__ src, BinOrder b, int64_t spans,
                         acc_t* __restrict__ partial_values, int32_t* __restrict__ partial_args) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
