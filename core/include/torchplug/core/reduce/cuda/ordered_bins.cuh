@@ -9,11 +9,11 @@
 // order and run starts coalesced into shared memory, and each thread combines
 // the runs of the slots it owns, in order, into running partials in shared
 // memory; the next chunk's loads are in flight, in registers, while a chunk
-// is walked. A last pass merges the spans' partials in span order. Every value is read once
-// and coalesced, where the ordered segments read each through the
-// permutation, a 32-byte sector per 4-byte value (docs/benchmarks.md). Each
-// slot combines its sources in source order: the same bits every run, and
-// min and max hold the first position.
+// is walked. A last pass merges the spans' partials in span order.
+// Every value is read once and coalesced, where the ordered segments read
+// each through the permutation, a 32-byte sector per 4-byte value
+// (docs/benchmarks.md). Each slot combines its sources in source order: the
+// same bits every run, and min and max hold the first position.
 // Extra memory: 2 bytes a position (the order), about (N + 1) x 2 bytes a
 // chunk (the run starts), N counts and outer x spans x N partials.
 
@@ -266,8 +266,9 @@ __global__ void merge_bins_kernel(const acc_t* __restrict__ partial_values, cons
 // Whether p takes the ordered bins: one value per source along a 1-D index
 // shared by two or more slices (at most 2^30: a block per slice and span),
 // a slot count that fits the 2-byte order, a block's shared memory less the
-// run starts under kSharedBytesWithoutOptIn, at least kSharedBinsEntriesPerSlot sources a slot
-// (fewer leave most of a chunk's slots empty) and int32 positions.
+// run starts under kSharedBytesWithoutOptIn, at least
+// kSharedBinsEntriesPerSlot sources a slot (fewer leave most of a chunk's
+// slots empty) and int32 positions.
 template <typename Policy, typename scalar_t>
 bool takes_ordered_bins(const ScatterProblem& p) {
   return p.index_1d && p.inner == 1 && p.outer >= 2 && p.outer <= (int64_t{1} << 30) &&
